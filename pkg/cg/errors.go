@@ -1,0 +1,17 @@
+package cg
+
+import "errors"
+
+// Sentinel errors; wrap-checked with errors.Is so callers can word them.
+var (
+	ErrGroupNotFound  = errors.New("group not found")
+	ErrStreamNotFound = errors.New("stream not found")
+	ErrMemberNotFound = errors.New("member not in group")
+	ErrGroupExists    = errors.New("group exists with a different configuration")
+	ErrServerTooOld   = errors.New("server too old")
+	ErrStreamNotReady = errors.New("stream is not partitioned for this group")
+	ErrConfigChanged  = errors.New("group configuration changed")
+	ErrInvalidConfig  = errors.New("stored group configuration is invalid")
+	ErrNoConsumer     = errors.New("member has no consumer")
+	ErrNotPinned      = errors.New("member has no pinned instance")
+)

@@ -1,0 +1,451 @@
+package cg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EventKind names a change in a member instance's life.
+type EventKind string
+
+// The events a member reports, in the order they usually happen.
+const (
+	// EventJoined: the instance is bound to its member's consumer and pulling.
+	EventJoined EventKind = "joined"
+	// EventWaiting: the instance is not pinned; it waits as a hot standby
+	// (or because its member owns no partitions).
+	EventWaiting EventKind = "waiting"
+	// EventPinned: the server pinned this instance (seen on the first
+	// message carrying a new pin id).
+	EventPinned EventKind = "pinned"
+	// EventPinLost: the server pinned another instance (a pull with our pin
+	// id was refused with 423), or this instance released its pin.
+	EventPinLost EventKind = "pin_lost"
+	// EventWarning: something went wrong that the instance rides out
+	// (a missed heartbeat, a reconnect); Err says what.
+	EventWarning EventKind = "warning"
+	// EventStopped: the instance stopped; Err is nil for a clean stop.
+	EventStopped EventKind = "stopped"
+)
+
+// Event is one change reported to JoinOptions.OnEvent.
+type Event struct {
+	Kind       EventKind `json:"event"`
+	Time       time.Time `json:"time"`
+	Stream     string    `json:"stream"`
+	Group      string    `json:"group"`
+	Member     string    `json:"member"`
+	Consumer   string    `json:"consumer,omitempty"`
+	Partitions []int     `json:"partitions,omitempty"`
+	PinID      string    `json:"pin_id,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Err        error     `json:"-"`
+}
+
+// Defaults of JoinOptions. The ack wait and the pinned TTL derived from it
+// are the reference CLI's, so that cg and reference instances of one member
+// create identical consumers and can stand by for each other.
+const (
+	DefaultAckWait       = 2 * time.Second
+	DefaultMaxAckPending = 1
+	minPinnedTTL         = time.Second
+)
+
+// JoinOptions tune a member instance. The zero value is the default.
+type JoinOptions struct {
+	// AckWait is how long the server waits for an ack before redelivering.
+	AckWait time.Duration
+	// MaxAckPending bounds unacknowledged messages; 1 (the default) keeps
+	// strict per-key order.
+	MaxAckPending int
+	// PinnedTTL is how long the pinned instance may go without pulling
+	// before the server pins a standby. Default: max(AckWait, 1s).
+	PinnedTTL time.Duration
+	// PullExpiry is how long each pull waits. Default: max(PinnedTTL/2, 1s),
+	// so an idle pinned instance re-pulls well within its TTL.
+	PullExpiry time.Duration
+	// OnEvent receives state changes. It is called from the instance's
+	// goroutines and must not block for long.
+	OnEvent func(Event)
+}
+
+func (o JoinOptions) withDefaults() (JoinOptions, error) {
+	if o.AckWait < 0 || o.PinnedTTL < 0 || o.PullExpiry < 0 || o.MaxAckPending < 0 {
+		return o, errors.New("join options must not be negative")
+	}
+	if o.AckWait == 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.MaxAckPending == 0 {
+		o.MaxAckPending = DefaultMaxAckPending
+	}
+	if o.PinnedTTL == 0 {
+		o.PinnedTTL = max(o.AckWait, minPinnedTTL)
+	}
+	if o.PullExpiry == 0 {
+		o.PullExpiry = max(o.PinnedTTL/2, minPinnedTTL)
+	}
+	return o, nil
+}
+
+// Msg is a message handed to a member's handler: the stream's message with
+// the partition token stripped from its subject.
+type Msg struct {
+	jetstream.Msg
+	subject   string
+	partition int
+	pinID     string
+}
+
+// Subject is the message subject without the leading partition token.
+func (m *Msg) Subject() string { return m.subject }
+
+// Partition is the partition the message belongs to.
+func (m *Msg) Partition() int { return m.partition }
+
+// PinID is the pin id the server delivered the message under.
+func (m *Msg) PinID() string { return m.pinID }
+
+// Raw returns the underlying JetStream message, subject unstripped.
+func (m *Msg) Raw() jetstream.Msg { return m.Msg }
+
+// Handler processes one message and acknowledges it (Ack, DoubleAck, Nak,
+// Term). ctx is cancelled when the instance is asked to stop; a handler
+// that finishes its message and acks it lets the handoff lose nothing.
+type Handler func(ctx context.Context, msg *Msg)
+
+// Member is one running instance of a group member.
+type Member struct {
+	c        *Client
+	stream   string
+	group    string
+	member   string
+	consumer string
+	opts     JoinOptions
+	handler  Handler
+
+	cfg        StaticConfig
+	partitions []int
+
+	ctx    context.Context // cancelled on Stop: tells the handler to wrap up
+	cancel context.CancelFunc
+
+	cons     jetstream.Consumer
+	cc       jetstream.ConsumeContext
+	watcher  jetstream.KeyWatcher
+	stopping atomic.Bool
+	// handling is held while a message is in the handler, so a stop can
+	// wait for the message in hand. Messages are delivered serially today;
+	// parallel per-partition lanes would each hold their own.
+	handling sync.Mutex
+
+	mu      sync.Mutex
+	pinID   string
+	stopErr error
+	once    sync.Once
+	done    chan struct{}
+}
+
+// JoinStatic starts an instance of member in a static group: it binds to
+// (or creates) the member's pinned pull consumer and hands each message to
+// h. It returns once the instance is pulling; watch Done for its end.
+// Cancelling ctx stops the instance as Stop does.
+func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
+	if h == nil {
+		return nil, errors.New("a message handler is required")
+	}
+	for _, n := range [][2]string{{"stream", stream}, {"group", group}, {"member", member}} {
+		if err := ValidateName(n[0], n[1]); err != nil {
+			return nil, err
+		}
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.streamInfo(ctx, stream); err != nil {
+		return nil, err
+	}
+	cfg, _, err := c.getStatic(ctx, stream, group)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.IsMember(member) {
+		return nil, fmt.Errorf("%w: %q is not a member of static group %q (members: %v); static membership is fixed at creation", ErrMemberNotFound, member, group, cfg.MemberNames())
+	}
+	m := &Member{
+		c: c, stream: stream, group: group, member: member,
+		consumer: StaticConsumerName(group, member),
+		opts:     opts, handler: h, cfg: cfg,
+		partitions: cfg.Assignment().MemberPartitions(member),
+		done:       make(chan struct{}),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+
+	kv, err := c.bucket(ctx, StaticBucket)
+	if err != nil {
+		return nil, err
+	}
+	m.watcher, err = kv.Watch(m.ctx, Key(stream, group))
+	if err != nil {
+		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
+	}
+	if len(m.partitions) > 0 {
+		if err := m.bind(ctx); err != nil {
+			_ = m.watcher.Stop()
+			m.cancel()
+			return nil, err
+		}
+	}
+	m.emit(Event{Kind: EventJoined})
+	if len(m.partitions) == 0 {
+		m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
+	} else {
+		m.emit(Event{Kind: EventWaiting, Reason: "standby until the server pins this instance"})
+	}
+	go m.watch()
+	go func() {
+		select {
+		case <-ctx.Done():
+			m.Stop()
+		case <-m.done:
+		}
+	}()
+	return m, nil
+}
+
+// consumerConfig is the member consumer's configuration.
+func (m *Member) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        m.consumer,
+		FilterSubjects: PartitionFilters(m.partitions, m.cfg.Filters),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        m.opts.AckWait,
+		MaxAckPending:  m.opts.MaxAckPending,
+		PriorityGroups: []string{PriorityGroup},
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PinnedTTL:      m.opts.PinnedTTL,
+	}
+}
+
+func consumerFilters(cc jetstream.ConsumerConfig) []string {
+	fs := slices.Clone(cc.FilterSubjects)
+	if cc.FilterSubject != "" {
+		fs = append(fs, cc.FilterSubject)
+	}
+	slices.Sort(fs)
+	return fs
+}
+
+// compatible: same partitions, pinned in PCG. Other settings (ack wait,
+// TTL) may differ: the first instance's consumer wins, so instances started
+// with other flags, or by the reference library, still stand by together.
+func compatible(have, want jetstream.ConsumerConfig) bool {
+	return slices.Equal(consumerFilters(have), consumerFilters(want)) &&
+		slices.Contains(have.PriorityGroups, PriorityGroup) &&
+		have.PriorityPolicy == jetstream.PriorityPolicyPinned
+}
+
+// bind creates the member consumer, or binds to an existing compatible one,
+// and starts pulling.
+func (m *Member) bind(ctx context.Context) error {
+	want := m.consumerConfig()
+	cons, err := m.c.js.CreateConsumer(ctx, m.stream, want)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = m.c.js.Consumer(ctx, m.stream, m.consumer)
+		if err == nil && !compatible(cons.CachedInfo().Config, want) {
+			// A leftover from an earlier group of the same name.
+			cons, err = m.c.js.UpdateConsumer(ctx, m.stream, want)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("consumer %s on %s: %w", m.consumer, m.stream, err)
+	}
+	m.cons = cons
+	m.cc, err = cons.Consume(m.deliver,
+		jetstream.PullPriorityGroup(PriorityGroup),
+		jetstream.PullExpiry(m.opts.PullExpiry),
+		jetstream.ConsumeErrHandler(m.consumeError),
+	)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", m.consumer, err)
+	}
+	return nil
+}
+
+// deliver is called serially by the consume loop for each message.
+func (m *Member) deliver(raw jetstream.Msg) {
+	if m.stopping.Load() {
+		// Hand it straight back so the next pinned instance gets it now
+		// rather than after the ack wait.
+		_ = raw.Nak()
+		return
+	}
+	pid := ""
+	if h := raw.Headers(); h != nil {
+		pid = h.Get("Nats-Pin-Id")
+	}
+	m.mu.Lock()
+	newPin := pid != "" && pid != m.pinID
+	if newPin {
+		m.pinID = pid
+	}
+	m.mu.Unlock()
+	if newPin {
+		m.emit(Event{Kind: EventPinned, PinID: pid})
+	}
+	subject, p := StripPartition(raw.Subject())
+	m.handling.Lock()
+	defer m.handling.Unlock()
+	if m.stopping.Load() {
+		_ = raw.Nak()
+		return
+	}
+	m.handler(m.ctx, &Msg{Msg: raw, subject: subject, partition: p, pinID: pid})
+}
+
+func (m *Member) consumeError(_ jetstream.ConsumeContext, err error) {
+	if m.stopping.Load() {
+		return
+	}
+	if errors.Is(err, jetstream.ErrPinIDMismatch) {
+		m.mu.Lock()
+		had := m.pinID
+		m.pinID = ""
+		m.mu.Unlock()
+		if had != "" {
+			m.emit(Event{Kind: EventPinLost, PinID: had, Reason: "the server pinned another instance"})
+			m.emit(Event{Kind: EventWaiting, Reason: "standby until the server pins this instance"})
+		}
+		return
+	}
+	m.emit(Event{Kind: EventWarning, Err: err, Reason: err.Error()})
+}
+
+// watch follows the group's KV entry: a deletion stops the instance
+// cleanly, any change stops it with an error (static membership is fixed).
+func (m *Member) watch() {
+	for {
+		select {
+		case <-m.done:
+			return
+		case e, ok := <-m.watcher.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue // end of the initial value
+			}
+			switch e.Operation() {
+			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+				m.stop(nil, "group deleted")
+				return
+			}
+			cfg, err := decodeStatic(e.Key(), e.Value())
+			if err != nil {
+				m.stop(err, "stored configuration unusable")
+				return
+			}
+			if !cfg.Equal(m.cfg) {
+				m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), m.cfg.Diff(cfg)), "configuration changed")
+				return
+			}
+		}
+	}
+}
+
+func (m *Member) emit(e Event) {
+	if m.opts.OnEvent == nil {
+		return
+	}
+	e.Time = time.Now()
+	e.Stream, e.Group, e.Member = m.stream, m.group, m.member
+	if e.Consumer == "" {
+		e.Consumer = m.consumer
+	}
+	if e.Partitions == nil {
+		e.Partitions = m.partitions
+	}
+	m.opts.OnEvent(e)
+}
+
+// Stop stops the instance gracefully: no new message is taken, the message
+// in hand is finished by the handler, and if this instance holds the pin it
+// is released so a standby takes over at once. Stop waits for all that, so
+// a handler must not call it: cancel the context given to JoinStatic instead.
+func (m *Member) Stop() { m.stop(nil, "stopped") }
+
+func (m *Member) stop(err error, reason string) {
+	m.once.Do(func() {
+		m.stopping.Store(true)
+		m.cancel()
+		if m.cc != nil {
+			m.cc.Stop()
+		}
+		// Wait for the message in hand; deliver naks anything after it.
+		m.handling.Lock()
+		m.handling.Unlock() //nolint:staticcheck // a barrier, not a critical section
+		m.mu.Lock()
+		pin := m.pinID
+		m.pinID = ""
+		m.stopErr = err
+		m.mu.Unlock()
+		if pin != "" && err == nil && reason == "stopped" {
+			// Only the pinned instance may release: unpinning is not
+			// addressed to a pin id, so a standby must never call it.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if s, serr := m.c.js.Stream(ctx, m.stream); serr == nil {
+				if uerr := s.UnpinConsumer(ctx, m.consumer, PriorityGroup); uerr == nil {
+					m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "released on stop"})
+				}
+			}
+			cancel()
+		}
+		if m.cc != nil {
+			select {
+			case <-m.cc.Closed():
+			case <-time.After(2 * time.Second):
+			}
+		}
+		_ = m.watcher.Stop()
+		m.emit(Event{Kind: EventStopped, Err: err, Reason: reason})
+		close(m.done)
+	})
+}
+
+// Done is closed when the instance has stopped.
+func (m *Member) Done() <-chan struct{} { return m.done }
+
+// Err is why the instance stopped: nil after Stop or a group deletion.
+func (m *Member) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopErr
+}
+
+// Wait blocks until the instance stops and returns Err.
+func (m *Member) Wait() error {
+	<-m.done
+	return m.Err()
+}
+
+// Partitions are the partitions this member owns.
+func (m *Member) Partitions() []int { return slices.Clone(m.partitions) }
+
+// PinID is the pin id this instance was last delivered under ("" when it
+// is not, as far as it knows, the pinned instance).
+func (m *Member) PinID() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pinID
+}
+
+// Consumer is the name of the member's consumer.
+func (m *Member) Consumer() string { return m.consumer }

@@ -1,0 +1,344 @@
+package cg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// CreateStaticResult tells what CreateStatic did.
+type CreateStaticResult struct {
+	Config StaticConfig
+	// Created is false when an identical group already existed.
+	Created bool
+	// Transform is the stream's partitioning transform the group rests on.
+	Transform PartitionTransform
+}
+
+// stream returns the stream's info or ErrStreamNotFound.
+func (c *Client) streamInfo(ctx context.Context, stream string) (*jetstream.StreamInfo, error) {
+	if err := ValidateName("stream", stream); err != nil {
+		return nil, err
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%w: %q", ErrStreamNotFound, stream)
+		}
+		return nil, fmt.Errorf("look up stream %q: %w", stream, err)
+	}
+	return s.CachedInfo(), nil
+}
+
+// StreamPartitioning returns the stream's subject transform when its
+// destination starts with {{partition(N,...)}}, or ErrStreamNotReady saying
+// what the stream has instead.
+func StreamPartitioning(si *jetstream.StreamInfo) (PartitionTransform, error) {
+	st := si.Config.SubjectTransform
+	if st == nil || st.Destination == "" {
+		return PartitionTransform{}, fmt.Errorf("%w: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. --transform-source 'orders.*' --transform-destination '{{partition(10,1)}}.orders.{{wildcard(1)}}' (or use an elastic group, which works on any stream)", ErrStreamNotReady, si.Config.Name)
+	}
+	pt, ok, err := ParsePartitionTransform(st.Source, st.Destination)
+	if err != nil {
+		return pt, fmt.Errorf("%w: stream %q transform %q: %v", ErrStreamNotReady, si.Config.Name, st.Destination, err)
+	}
+	if !ok {
+		return pt, fmt.Errorf("%w: stream %q transform destination %q does not start with {{partition(N,...)}}; make the partition token the first token of the destination", ErrStreamNotReady, si.Config.Name, st.Destination)
+	}
+	return pt, nil
+}
+
+// CreateStatic creates a static group over a partition-stamped stream.
+// Everything is checked before anything is written. Re-running an identical
+// create succeeds with Created false; a different one fails with
+// ErrGroupExists naming what differs.
+func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg StaticConfig) (CreateStaticResult, error) {
+	res := CreateStaticResult{Config: cfg}
+	if err := ValidateName("stream", stream); err != nil {
+		return res, err
+	}
+	if err := ValidateName("group", group); err != nil {
+		return res, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	si, err := c.streamInfo(ctx, stream)
+	if err != nil {
+		return res, err
+	}
+	pt, err := StreamPartitioning(si)
+	if err != nil {
+		return res, err
+	}
+	res.Transform = pt
+	if pt.Partitions != cfg.MaxMembers {
+		return res, fmt.Errorf("%w: stream %q partitions into %d ({{partition(%d,...)}}) but max-members is %d; they must be equal", ErrStreamNotReady, stream, pt.Partitions, pt.Partitions, cfg.MaxMembers)
+	}
+	v, err := c.ServerVersion()
+	if err != nil {
+		return res, err
+	}
+	if err := CheckServerVersion(v, len(pt.Wildcards) == 0); err != nil {
+		return res, err
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return res, err
+	}
+	kv, err := c.bucketFor(ctx, StaticBucket, si.Config.Replicas)
+	if err != nil {
+		return res, err
+	}
+	if _, err := kv.Create(ctx, Key(stream, group), raw); err == nil {
+		res.Created = true
+		return res, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return res, fmt.Errorf("store group %s: %w", Key(stream, group), err)
+	}
+	existing, _, err := c.getStatic(ctx, stream, group)
+	if err != nil {
+		return res, err
+	}
+	if existing.Equal(cfg) {
+		res.Config = existing
+		return res, nil
+	}
+	return res, fmt.Errorf("%w: static group %q on %q has %s; delete it first to recreate", ErrGroupExists, group, stream, strings.Join(existing.Diff(cfg), ", "))
+}
+
+// StaticConfig returns a static group's stored configuration.
+func (c *Client) StaticConfig(ctx context.Context, stream, group string) (StaticConfig, error) {
+	cfg, _, err := c.getStatic(ctx, stream, group)
+	return cfg, err
+}
+
+// ListStatic returns the names of the static groups on stream.
+func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error) {
+	if _, err := c.streamInfo(ctx, stream); err != nil {
+		return nil, err
+	}
+	return c.listGroups(ctx, StaticBucket, stream)
+}
+
+// MemberStatus is what the server shows of one member.
+type MemberStatus struct {
+	Member     string `json:"member"`
+	Partitions []int  `json:"partitions"`
+	Consumer   string `json:"consumer"`
+	// ConsumerExists is false until an instance has joined once.
+	ConsumerExists bool `json:"consumer_exists"`
+	// Active: the consumer exists and has a waiting pull request.
+	Active bool `json:"active"`
+	// Pinned: the server has pinned an instance of this member.
+	Pinned      bool      `json:"pinned"`
+	PinID       string    `json:"pin_id,omitempty"`
+	PinnedSince time.Time `json:"pinned_since,omitzero"`
+	// Waiting is the number of waiting pull requests, about one per
+	// running instance; Standbys is that less the pinned one.
+	Waiting    int    `json:"waiting"`
+	Standbys   int    `json:"standbys"`
+	Pending    uint64 `json:"pending"`
+	AckPending int    `json:"ack_pending"`
+	// Delivered and AckFloor are consumer stream sequences.
+	Delivered uint64   `json:"delivered_stream_seq"`
+	AckFloor  uint64   `json:"ack_floor_stream_seq"`
+	Filters   []string `json:"filters"`
+}
+
+// GroupInfo is a group's configuration and the state of its members.
+type GroupInfo struct {
+	Kind       string         `json:"kind"`
+	Stream     string         `json:"stream"`
+	Group      string         `json:"group"`
+	Config     StaticConfig   `json:"config"`
+	Partitions int            `json:"partitions"`
+	Mode       string         `json:"mode"` // balanced or mapped
+	Members    []MemberStatus `json:"members"`
+}
+
+func memberStatus(member string, partitions []int, filters []string, consumer string, ci *jetstream.ConsumerInfo) MemberStatus {
+	ms := MemberStatus{Member: member, Partitions: partitions, Consumer: consumer, Filters: filters}
+	if ms.Partitions == nil {
+		ms.Partitions = []int{}
+	}
+	if ci == nil {
+		return ms
+	}
+	ms.ConsumerExists = true
+	ms.Waiting = ci.NumWaiting
+	ms.Active = ci.NumWaiting > 0
+	ms.Pending = ci.NumPending
+	ms.AckPending = ci.NumAckPending
+	ms.Delivered = ci.Delivered.Stream
+	ms.AckFloor = ci.AckFloor.Stream
+	for _, pg := range ci.PriorityGroups {
+		if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
+			ms.Pinned = true
+			ms.PinID = pg.PinnedClientID
+			ms.PinnedSince = pg.PinnedTS
+		}
+	}
+	ms.Standbys = ms.Waiting
+	if ms.Pinned && ms.Standbys > 0 {
+		ms.Standbys--
+	}
+	return ms
+}
+
+// consumerInfo returns nil, nil when the consumer does not exist.
+func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*jetstream.ConsumerInfo, error) {
+	cons, err := c.js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("consumer %s on %s: %w", consumer, stream, err)
+	}
+	return cons.CachedInfo(), nil
+}
+
+// StaticInfo returns a static group's configuration and member states.
+func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
+	gi := GroupInfo{Kind: "static", Stream: stream, Group: group}
+	if _, err := c.streamInfo(ctx, stream); err != nil {
+		return gi, err
+	}
+	cfg, _, err := c.getStatic(ctx, stream, group)
+	if err != nil {
+		return gi, err
+	}
+	gi.Config, gi.Partitions = cfg, cfg.MaxMembers
+	gi.Mode = "balanced"
+	if len(cfg.MemberMappings) > 0 {
+		gi.Mode = "mapped"
+	}
+	a := cfg.Assignment()
+	for _, m := range cfg.MemberNames() {
+		name := StaticConsumerName(group, m)
+		ci, err := c.consumerInfo(ctx, stream, name)
+		if err != nil {
+			return gi, err
+		}
+		parts := a.MemberPartitions(m)
+		gi.Members = append(gi.Members, memberStatus(m, parts, PartitionFilters(parts, cfg.Filters), name, ci))
+	}
+	return gi, nil
+}
+
+// StaticMemberInfo returns one member's state.
+func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
+	gi, err := c.StaticInfo(ctx, stream, group)
+	if err != nil {
+		return MemberStatus{}, err
+	}
+	for _, ms := range gi.Members {
+		if ms.Member == member {
+			return ms, nil
+		}
+	}
+	return MemberStatus{}, fmt.Errorf("%w: %q is not a member of static group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
+}
+
+// StepDownResult tells which pin a step-down released.
+type StepDownResult struct {
+	Member    string `json:"member"`
+	Consumer  string `json:"consumer"`
+	PrevPinID string `json:"previous_pin_id"`
+}
+
+// StaticStepDown unpins the member's pinned instance so the server pins
+// another (a standby, or the same instance when it is the only one).
+func (c *Client) StaticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
+	ms, err := c.StaticMemberInfo(ctx, stream, group, member)
+	if err != nil {
+		return StepDownResult{}, err
+	}
+	return c.stepDown(ctx, stream, ms)
+}
+
+func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
+	res := StepDownResult{Member: ms.Member, Consumer: ms.Consumer, PrevPinID: ms.PinID}
+	if !ms.ConsumerExists {
+		return res, fmt.Errorf("%w: member %q has no consumer %q yet; start an instance with consume first", ErrNoConsumer, ms.Member, ms.Consumer)
+	}
+	if !ms.Pinned {
+		return res, fmt.Errorf("%w: member %q has no pinned instance to step down", ErrNotPinned, ms.Member)
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return res, err
+	}
+	if err := s.UnpinConsumer(ctx, ms.Consumer, PriorityGroup); err != nil {
+		return res, fmt.Errorf("unpin %s: %w", ms.Consumer, err)
+	}
+	return res, nil
+}
+
+// DeleteResult lists what a delete removed.
+type DeleteResult struct {
+	Key       string   `json:"key"`
+	Consumers []string `json:"deleted_consumers"`
+}
+
+// DeleteStatic removes the group's KV entry and its own member consumers
+// (<group>-<member> for each configured member, carrying the PCG priority
+// group) and nothing else. Running members see the deletion and stop.
+func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
+	res := DeleteResult{Key: Key(stream, group)}
+	if err := ValidateName("group", group); err != nil {
+		return res, err
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return res, err
+	}
+	kv, err := c.bucket(ctx, StaticBucket)
+	if err != nil {
+		if errors.Is(err, ErrGroupNotFound) {
+			return res, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return res, err
+	}
+	e, err := kv.Get(ctx, Key(stream, group))
+	if err != nil {
+		if isNotFound(err) {
+			return res, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return res, err
+	}
+	// A config we cannot parse still names no consumers we could trust;
+	// delete the entry so the group can be recreated.
+	var cfg StaticConfig
+	_ = json.Unmarshal(e.Value(), &cfg)
+	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
+		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
+	}
+	if s == nil {
+		return res, nil
+	}
+	var errs []error
+	for _, m := range cfg.MemberNames() {
+		name := StaticConsumerName(group, m)
+		ci, err := c.consumerInfo(ctx, stream, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ci == nil || !slices.Contains(ci.Config.PriorityGroups, PriorityGroup) {
+			continue
+		}
+		if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			errs = append(errs, fmt.Errorf("delete consumer %s: %w", name, err))
+			continue
+		}
+		res.Consumers = append(res.Consumers, name)
+	}
+	return res, errors.Join(errs...)
+}

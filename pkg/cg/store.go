@@ -1,0 +1,120 @@
+package cg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KV buckets holding group configurations (SPEC §3).
+const (
+	StaticBucket  = "static-consumer-groups"
+	ElasticBucket = "elastic-consumer-groups"
+)
+
+// PriorityGroup is the priority group every member consumer pins in.
+const PriorityGroup = "PCG"
+
+// Key is the KV key of a group's configuration.
+func Key(stream, group string) string { return stream + "." + group }
+
+// StaticConsumerName is the durable consumer a static member consumes from.
+func StaticConsumerName(group, member string) string { return group + "-" + member }
+
+func isNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrKeyNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// bucket returns the KV bucket, or ErrGroupNotFound when it does not exist.
+func (c *Client) bucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, name)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, ErrGroupNotFound
+		}
+		return nil, fmt.Errorf("open KV bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// bucketFor opens a bucket, creating it with the stream's replicas when missing.
+func (c *Client) bucketFor(ctx context.Context, name string, replicas int) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, name)
+	if err == nil {
+		return kv, nil
+	}
+	if !isNotFound(err) {
+		return nil, fmt.Errorf("open KV bucket %s: %w", name, err)
+	}
+	kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Replicas: max(replicas, 1), Storage: jetstream.FileStorage})
+	if err != nil {
+		// Another administrator may have created it first.
+		if kv2, err2 := c.js.KeyValue(ctx, name); err2 == nil {
+			return kv2, nil
+		}
+		return nil, fmt.Errorf("create KV bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// decodeStatic parses and checks a stored static value; errors name the key.
+func decodeStatic(key string, raw []byte) (StaticConfig, error) {
+	var cfg StaticConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return cfg, fmt.Errorf("%w: key %s in bucket %s is not valid JSON: %v", ErrInvalidConfig, key, StaticBucket, err)
+	}
+	if err := cfg.ValidateStored(); err != nil {
+		return cfg, fmt.Errorf("%w: key %s in bucket %s: %v", ErrInvalidConfig, key, StaticBucket, err)
+	}
+	return cfg, nil
+}
+
+// getStatic reads a static group's configuration and its KV revision.
+func (c *Client) getStatic(ctx context.Context, stream, group string) (StaticConfig, uint64, error) {
+	kv, err := c.bucket(ctx, StaticBucket)
+	if err != nil {
+		if errors.Is(err, ErrGroupNotFound) {
+			return StaticConfig{}, 0, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return StaticConfig{}, 0, err
+	}
+	e, err := kv.Get(ctx, Key(stream, group))
+	if err != nil {
+		if isNotFound(err) {
+			return StaticConfig{}, 0, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return StaticConfig{}, 0, fmt.Errorf("read group %s: %w", Key(stream, group), err)
+	}
+	cfg, err := decodeStatic(e.Key(), e.Value())
+	return cfg, e.Revision(), err
+}
+
+// listGroups returns the group names stored for stream in bucket, sorted.
+func (c *Client) listGroups(ctx context.Context, bucket, stream string) ([]string, error) {
+	kv, err := c.bucket(ctx, bucket)
+	if err != nil {
+		if errors.Is(err, ErrGroupNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", bucket, err)
+	}
+	var out []string
+	for k := range lister.Keys() {
+		s, g, ok := strings.Cut(k, ".")
+		if ok && s == stream && g != "" {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
