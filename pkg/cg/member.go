@@ -380,7 +380,9 @@ func (m *Member) emit(e Event) {
 // in hand is finished by the handler, and if this instance holds the pin it
 // is released so a standby takes over at once. Stop waits for all that, so
 // a handler must not call it: cancel the context given to JoinStatic instead.
-func (m *Member) Stop() { m.stop(nil, "stopped") }
+func (m *Member) Stop() { m.stop(nil, reasonStopRequested) }
+
+const reasonStopRequested = "stop requested"
 
 func (m *Member) stop(err error, reason string) {
 	m.once.Do(func() {
@@ -397,7 +399,7 @@ func (m *Member) stop(err error, reason string) {
 		m.pinID = ""
 		m.stopErr = err
 		m.mu.Unlock()
-		if pin != "" && err == nil && reason == "stopped" {
+		if pin != "" && err == nil && reason == reasonStopRequested {
 			// Only the pinned instance may release: unpinning is not
 			// addressed to a pin id, so a standby must never call it.
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -1,0 +1,243 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/internal/flagx"
+	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// ConsumeOptions are the bound arguments and flags of consume.
+type ConsumeOptions struct {
+	F                     *factory.Factory
+	Kind                  Kind
+	Stream, Group, Member string
+	Sleep                 time.Duration
+	AckWait               time.Duration
+	MaxAckPending         int
+	Count                 int
+}
+
+// NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
+func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *ConsumeOptions) error) *cobra.Command {
+	opts := &ConsumeOptions{F: f, Kind: k}
+	cmd := &cobra.Command{
+		Use:     "consume <stream> <group> <member>",
+		Aliases: []string{"join"},
+		Short:   "Run an instance of a member: handle its partitions' messages in order",
+		Long: "Run an instance of a member. The server pins one instance per member; any others wait as hot\n" +
+			"standbys. Each message is printed with its partition, subject (partition token stripped), stream\n" +
+			"sequence, pin, processing time and ack outcome. On Ctrl-C or SIGTERM the message in hand is\n" +
+			"finished and acked and the pin released, so a standby takes over at once.",
+		Example: fmt.Sprintf("  cg %s consume ORDERS fulfillment m1 --sleep 25ms\n  cg %s join ORDERS fulfillment m1 --json", k.Name, k.Name),
+		Args:    Args("stream", "group", "member"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return consumeRun(cmd.Context(), opts)
+		},
+	}
+	fs := cmd.Flags()
+	flagx.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
+	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
+	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
+	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
+	return cmd
+}
+
+// MsgLine is one handled message in consume's output.
+type MsgLine struct {
+	Type      string  `json:"type"` // "msg"
+	Member    string  `json:"member"`
+	Partition int     `json:"partition"`
+	Subject   string  `json:"subject"`
+	StreamSeq uint64  `json:"stream_seq"`
+	Delivered uint64  `json:"delivered"`
+	PinID     string  `json:"pin_id"`
+	Millis    float64 `json:"processing_ms"`
+	Acked     bool    `json:"acked"`
+	AckError  string  `json:"ack_error,omitempty"`
+}
+
+// EventLine is a member event in consume's output.
+type EventLine struct {
+	Type       string    `json:"type"` // "event"
+	Event      string    `json:"event"`
+	Time       time.Time `json:"time"`
+	Member     string    `json:"member"`
+	Partitions []int     `json:"partitions,omitempty"`
+	PinID      string    `json:"pin_id,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Summary is consume's last line.
+type Summary struct {
+	Type      string  `json:"type"` // "summary"
+	Member    string  `json:"member"`
+	Handled   int     `json:"handled"`
+	Acked     int     `json:"acked"`
+	AckFailed int     `json:"ack_failed"`
+	PinsHeld  int     `json:"pins_held"`
+	PinsLost  int     `json:"pins_lost"`
+	Seconds   float64 `json:"seconds"`
+	Reason    string  `json:"reason"`
+}
+
+func consumeRun(ctx context.Context, o *ConsumeOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	ios := o.F.IOStreams
+	cs := render.NewColorScheme(ios.ColorEnabled())
+	js := render.NewJSONStream(ios.Out)
+	var mu sync.Mutex // one writer at a time; events come from other goroutines
+	sum := Summary{Type: "summary", Member: o.Member}
+	who := cs.Member(o.Member)
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+
+	onEvent := func(e cg.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.Kind {
+		case cg.EventPinned:
+			sum.PinsHeld++
+		case cg.EventPinLost:
+			if e.Reason != "released on stop" {
+				sum.PinsLost++
+			}
+		case cg.EventStopped:
+			sum.Reason = e.Reason
+		}
+		if o.F.JSON {
+			el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
+			if e.Kind == cg.EventJoined {
+				el.Partitions = e.Partitions
+			}
+			if e.Err != nil {
+				el.Error = e.Err.Error()
+			}
+			_ = js.Encode(el)
+			return
+		}
+		var line string
+		switch e.Kind {
+		case cg.EventJoined:
+			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind.Name, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
+		case cg.EventWaiting:
+			line = cs.Yellow("waiting") + ": " + e.Reason
+		case cg.EventPinned:
+			line = cs.Green("pinned") + ": this instance is active (pin " + shortPin(e.PinID) + ")"
+		case cg.EventPinLost:
+			line = cs.Yellow("pin lost") + " (" + shortPin(e.PinID) + "): " + e.Reason
+		case cg.EventWarning:
+			line = cs.Yellow("warning") + ": " + e.Reason
+		case cg.EventStopped:
+			line = "stopped: " + e.Reason
+			if e.Err != nil {
+				line = cs.Red("stopped") + ": " + e.Err.Error()
+			}
+		default:
+			line = string(e.Kind) + ": " + e.Reason
+		}
+		fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
+	}
+
+	handler := func(_ context.Context, m *cg.Msg) {
+		mu.Lock()
+		over := o.Count > 0 && sum.Handled >= o.Count
+		mu.Unlock()
+		if over {
+			// Delivered while stopping after --count: hand it back now.
+			_ = m.Nak()
+			return
+		}
+		start := time.Now()
+		if o.Sleep > 0 {
+			// Not cut short by a stop: the message in hand is finished.
+			time.Sleep(o.Sleep)
+		}
+		actx, cancel := context.WithTimeout(context.Background(), o.F.Conn.Timeout)
+		ackErr := m.DoubleAck(actx)
+		cancel()
+		took := time.Since(start)
+		line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
+			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil}
+		if md, err := m.Metadata(); err == nil {
+			line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
+		}
+		if ackErr != nil {
+			line.AckError = ackErr.Error()
+		}
+		mu.Lock()
+		sum.Handled++
+		if ackErr == nil {
+			sum.Acked++
+		} else {
+			sum.AckFailed++
+		}
+		done := o.Count > 0 && sum.Handled >= o.Count
+		if o.F.JSON {
+			_ = js.Encode(line)
+		} else {
+			outcome := cs.Green("acked")
+			if ackErr != nil {
+				outcome = cs.Red("ack failed: " + ackErr.Error())
+			}
+			redelivered := ""
+			if line.Delivered > 1 {
+				redelivered = cs.Yellow(fmt.Sprintf(" (delivery %d)", line.Delivered))
+			}
+			fmt.Fprintf(ios.Out, "[%s] p%-3d %s seq=%d pin=%s %s %s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
+				shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered)
+		}
+		mu.Unlock()
+		if done {
+			stopRun()
+		}
+	}
+
+	start := time.Now()
+	m, err := o.Kind.Join(c, runCtx, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
+		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, OnEvent: onEvent,
+	})
+	if err != nil {
+		return wrap(err, o.Kind, o.Stream, o.Group)
+	}
+	stopErr := m.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	sum.Seconds = time.Since(start).Seconds()
+	switch {
+	case stopErr != nil:
+		sum.Reason = stopErr.Error()
+	case ctx.Err() != nil:
+		sum.Reason = "interrupted"
+	case runCtx.Err() != nil:
+		sum.Reason = "count reached"
+	}
+	if o.F.JSON {
+		_ = js.Encode(sum)
+	} else {
+		fmt.Fprintf(ios.ErrOut, "[%s] handled %d messages (%d acked, %d ack failed) in %s; pinned %d time(s), lost the pin %d time(s); %s\n",
+			who, sum.Handled, sum.Acked, sum.AckFailed, time.Duration(sum.Seconds*float64(time.Second)).Round(time.Millisecond),
+			sum.PinsHeld, sum.PinsLost, sum.Reason)
+	}
+	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {
+		return stopErr
+	}
+	return nil
+}

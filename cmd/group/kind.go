@@ -1,0 +1,96 @@
+// Package group holds the verbs static and elastic groups share, written
+// once and mounted under both kinds: ls, info, member-info, step-down,
+// delete and consume.
+package group
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/internal/exitcode"
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// Kind binds the shared verbs to one kind of group. Its functions have the
+// shape of the engine's method expressions, (*cg.Client).StaticInfo and so on.
+type Kind struct {
+	Name       string // "static" or "elastic"
+	List       func(c *cg.Client, ctx context.Context, stream string) ([]string, error)
+	Config     func(c *cg.Client, ctx context.Context, stream, group string) (cg.StaticConfig, error)
+	Info       func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupInfo, error)
+	MemberInfo func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.MemberStatus, error)
+	StepDown   func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.StepDownResult, error)
+	Delete     func(c *cg.Client, ctx context.Context, stream, group string) (cg.DeleteResult, error)
+	Join       func(c *cg.Client, ctx context.Context, stream, group, member string, h cg.Handler, o cg.JoinOptions) (*cg.Member, error)
+}
+
+// Static is the static kind.
+func Static() Kind {
+	return Kind{
+		Name:       "static",
+		List:       (*cg.Client).ListStatic,
+		Config:     (*cg.Client).StaticConfig,
+		Info:       (*cg.Client).StaticInfo,
+		MemberInfo: (*cg.Client).StaticMemberInfo,
+		StepDown:   (*cg.Client).StaticStepDown,
+		Delete:     (*cg.Client).DeleteStatic,
+		Join:       (*cg.Client).JoinStatic,
+	}
+}
+
+// AddCommands mounts the shared verbs of kind k under parent.
+func AddCommands(parent *cobra.Command, f *factory.Factory, k Kind) {
+	parent.AddCommand(
+		NewCmdLs(f, k, nil),
+		NewCmdInfo(f, k, nil),
+		NewCmdMemberInfo(f, k, nil),
+		NewCmdStepDown(f, k, nil),
+		NewCmdDelete(f, k, nil),
+		NewCmdConsume(f, k, nil),
+	)
+}
+
+// Args checks the positional arguments and names them in a usage error.
+func Args(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return checkNames(names, args)
+		}
+		want := "<" + strings.Join(names, "> <") + ">"
+		if len(args) < len(names) {
+			return exitcode.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
+		}
+		return exitcode.UsageErrorf("too many arguments (%d): %s takes %s", len(args), cmd.CommandPath(), want)
+	}
+}
+
+// checkNames validates stream, group and member names before any dial.
+func checkNames(names, args []string) error {
+	for i, n := range names {
+		switch n {
+		case "stream", "group", "member":
+			if err := cg.ValidateName(n, args[i]); err != nil {
+				return exitcode.NewUsageError(err)
+			}
+		}
+	}
+	return nil
+}
+
+// wrap words engine errors for people: what went wrong and what to do.
+func wrap(err error, k Kind, stream, group string) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case isErr(err, cg.ErrGroupNotFound):
+		return fmt.Errorf("%w; list groups with 'cg %s ls %s'", err, k.Name, stream)
+	case isErr(err, cg.ErrMemberNotFound):
+		return fmt.Errorf("%w; see 'cg %s info %s %s'", err, k.Name, stream, group)
+	}
+	return err
+}

@@ -1,0 +1,103 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// LsOptions are the bound arguments of ls.
+type LsOptions struct {
+	F      *factory.Factory
+	Kind   Kind
+	Stream string
+}
+
+// LsEntry is one group in ls --json.
+type LsEntry struct {
+	Group      string   `json:"group"`
+	Partitions int      `json:"partitions"`
+	Mode       string   `json:"mode"`
+	Members    []string `json:"members"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// NewCmdLs builds `cg <kind> ls <stream>`.
+func NewCmdLs(f *factory.Factory, k Kind, runF func(context.Context, *LsOptions) error) *cobra.Command {
+	opts := &LsOptions{F: f, Kind: k}
+	cmd := &cobra.Command{
+		Use:     "ls <stream>",
+		Aliases: []string{"list"},
+		Short:   fmt.Sprintf("List the %s groups on a stream", k.Name),
+		Example: fmt.Sprintf("  cg %s ls ORDERS\n  cg %s ls ORDERS --json", k.Name, k.Name),
+		Args:    Args("stream"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Stream = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return lsRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func lsRun(ctx context.Context, o *LsOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	names, err := o.Kind.List(c, ctx, o.Stream)
+	if err != nil {
+		return err
+	}
+	entries := make([]LsEntry, 0, len(names))
+	for _, n := range names {
+		e := LsEntry{Group: n, Members: []string{}}
+		cfg, err := o.Kind.Config(c, ctx, o.Stream, n)
+		if err != nil {
+			e.Error = err.Error()
+		} else {
+			e.Partitions = cfg.MaxMembers
+			e.Mode = mode(cfg)
+			e.Members = cfg.MemberNames()
+		}
+		entries = append(entries, e)
+	}
+	ios := o.F.IOStreams
+	if o.F.JSON {
+		return render.JSON(ios.Out, entries)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(ios.ErrOut, "no %s groups on stream %s; create one with 'cg %s create ...'\n", o.Kind.Name, o.Stream, o.Kind.Name)
+		return nil
+	}
+	cs := render.NewColorScheme(ios.ColorEnabled())
+	t := render.NewTable(ios.Out, "GROUP", "PARTITIONS", "MODE", "MEMBERS")
+	for _, e := range entries {
+		if e.Error != "" {
+			t.AddRow(e.Group, "?", "?", cs.Red("unreadable: "+e.Error))
+			continue
+		}
+		ms := make([]string, len(e.Members))
+		for i, m := range e.Members {
+			ms[i] = cs.Member(m)
+		}
+		t.AddRow(e.Group, strconv.Itoa(e.Partitions), e.Mode, strings.Join(ms, " "))
+	}
+	return t.Render()
+}
+
+func mode(cfg cg.StaticConfig) string {
+	if len(cfg.MemberMappings) > 0 {
+		return "mapped"
+	}
+	return "balanced"
+}

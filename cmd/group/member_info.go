@@ -1,0 +1,69 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/internal/render"
+)
+
+// MemberInfoOptions are the bound arguments of member-info.
+type MemberInfoOptions struct {
+	F                     *factory.Factory
+	Kind                  Kind
+	Stream, Group, Member string
+}
+
+// NewCmdMemberInfo builds `cg <kind> member-info <stream> <group> <member>`.
+func NewCmdMemberInfo(f *factory.Factory, k Kind, runF func(context.Context, *MemberInfoOptions) error) *cobra.Command {
+	opts := &MemberInfoOptions{F: f, Kind: k}
+	return &cobra.Command{
+		Use:     "member-info <stream> <group> <member>",
+		Aliases: []string{"memberinfo", "minfo"},
+		Short:   "Show one member: its partitions, consumer, pin and backlog",
+		Example: fmt.Sprintf("  cg %s member-info ORDERS fulfillment m1", k.Name),
+		Args:    Args("stream", "group", "member"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return memberInfoRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	ms, err := o.Kind.MemberInfo(c, ctx, o.Stream, o.Group, o.Member)
+	if err != nil {
+		return wrap(err, o.Kind, o.Stream, o.Group)
+	}
+	ios := o.F.IOStreams
+	if o.F.JSON {
+		return render.JSON(ios.Out, ms)
+	}
+	cs := render.NewColorScheme(ios.ColorEnabled())
+	kv := render.NewKeyValues(ios.Out)
+	kv.Add("Member", cs.Member(ms.Member))
+	kv.Add("Group", o.Group+" on "+o.Stream)
+	kv.Add("Partitions", fmt.Sprintf("%s (%d)", Ranges(ms.Partitions), len(ms.Partitions)))
+	kv.Add("Consumer", ms.Consumer)
+	kv.Add("Filters", strings.Join(ms.Filters, " "))
+	kv.Add("Status", status(cs, ms))
+	kv.Add("Pinned", pinned(ms, time.Now()))
+	kv.Add("Standbys", strconv.Itoa(ms.Standbys))
+	kv.Add("Pending", strconv.FormatUint(ms.Pending, 10))
+	kv.Add("Ack pending", strconv.Itoa(ms.AckPending))
+	kv.Add("Last delivered", "stream seq "+strconv.FormatUint(ms.Delivered, 10))
+	return kv.Render()
+}

@@ -1,0 +1,56 @@
+package group
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/internal/render"
+)
+
+// StepDownOptions are the bound arguments of step-down.
+type StepDownOptions struct {
+	F                     *factory.Factory
+	Kind                  Kind
+	Stream, Group, Member string
+}
+
+// NewCmdStepDown builds `cg <kind> step-down <stream> <group> <member>`.
+func NewCmdStepDown(f *factory.Factory, k Kind, runF func(context.Context, *StepDownOptions) error) *cobra.Command {
+	opts := &StepDownOptions{F: f, Kind: k}
+	return &cobra.Command{
+		Use:     "step-down <stream> <group> <member>",
+		Aliases: []string{"stepdown", "sd"},
+		Short:   "Unpin a member's active instance so the server pins a standby",
+		Example: fmt.Sprintf("  cg %s step-down ORDERS fulfillment m1", k.Name),
+		Args:    Args("stream", "group", "member"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return stepDownRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func stepDownRun(ctx context.Context, o *StepDownOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	res, err := o.Kind.StepDown(c, ctx, o.Stream, o.Group, o.Member)
+	if err != nil {
+		return wrap(err, o.Kind, o.Stream, o.Group)
+	}
+	ios := o.F.IOStreams
+	if o.F.JSON {
+		return render.JSON(ios.Out, res)
+	}
+	cs := render.NewColorScheme(ios.ColorEnabled())
+	fmt.Fprintf(ios.ErrOut, "%s: unpinned instance %s of consumer %s; the server pins a standby (or the same instance, if it is alone) on its next pull\n",
+		cs.Member(res.Member), shortPin(res.PrevPinID), res.Consumer)
+	return nil
+}
