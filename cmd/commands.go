@@ -1,0 +1,23 @@
+package cmd
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/demo"
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/publish"
+	"github.com/cg-dev/cg/cmd/server"
+	"github.com/cg-dev/cg/cmd/static"
+)
+
+// addGroupCommands mounts every top-level command. A new command group
+// adds one line here: the `cg static` and `cg elastic` trees go first.
+func addGroupCommands(root *cobra.Command, f *factory.Factory) {
+	root.AddCommand(
+		static.NewCmd(f),
+		demo.NewCmd(f),
+		publish.NewCmd(f),
+		server.NewCmd(f),
+		newCmdVersion(f),
+	)
+}
