@@ -177,12 +177,21 @@ func subjectSubset(a, b string) bool {
 	return len(at) == len(bt)
 }
 
+// MaxPartitions bounds max_members. The wire format has no limit, but a
+// member builds per-partition state, so a corrupt value such as 1e11 must
+// be refused rather than allocated; a million partitions is far beyond
+// any useful parallelism.
+const MaxPartitions = 1 << 20
+
 // ValidateStored applies the rules every implementation relies on: the
 // ones the reference enforces on a stored value. A member treats a value
 // failing them as unusable and stops with an error naming the key.
 func (c StaticConfig) ValidateStored() error {
 	if c.MaxMembers < 1 {
 		return invalid("max_members", strconv.Itoa(c.MaxMembers), "must be at least 1")
+	}
+	if c.MaxMembers > MaxPartitions {
+		return invalid("max_members", strconv.Itoa(c.MaxMembers), "is more than cg supports (%d partitions)", MaxPartitions)
 	}
 	if len(c.Members) != 0 && len(c.MemberMappings) != 0 {
 		return invalid("members", "", "a group has either a member list or member mappings, not both")

@@ -1,0 +1,207 @@
+package cg
+
+import (
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Random subjects, filters and transforms for the partition tests. Every
+// generator takes the test's *rand.Rand so one logged seed reproduces a run.
+
+// testSeed returns the seed a randomized test uses: CG_TEST_SEED when set
+// (to replay a failure), otherwise the clock. It is logged either way.
+func testSeed(t testing.TB) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CG_TEST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CG_TEST_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with CG_TEST_SEED=%d)", seed, seed)
+	return seed
+}
+
+func newRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// tokenRunes are the pools a random token draws from: ASCII letters and
+// digits, punctuation that is legal inside a NATS token, and non-ASCII
+// runes of 2, 3 and 4 UTF-8 bytes. None is '.', '*', '>' or white space.
+var tokenRunes = [][]rune{
+	[]rune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+	[]rune("0123456789"),
+	[]rune("-_=+!@#$%^&()[]{}|:;'\",<?/~`\\"),
+	[]rune("éüßøΩπжЖ"),
+	[]rune("日本語中文한국"),
+	[]rune("🚀🙂𝄞"),
+}
+
+// randToken returns a valid, non-empty NATS subject token: mostly short
+// (one or two characters is common, to hit near-empty keys), sometimes long.
+func randToken(r *rand.Rand) string {
+	var n int
+	switch r.IntN(10) {
+	case 0, 1, 2:
+		n = 1
+	case 3:
+		n = 2
+	case 9:
+		n = 10 + r.IntN(30)
+	default:
+		n = 1 + r.IntN(9)
+	}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		pool := tokenRunes[0]
+		switch x := r.IntN(20); {
+		case x < 4:
+			pool = tokenRunes[1]
+		case x < 6:
+			pool = tokenRunes[2]
+		case x < 8:
+			pool = tokenRunes[3]
+		case x < 9:
+			pool = tokenRunes[4]
+		case x < 10:
+			pool = tokenRunes[5]
+		}
+		b.WriteRune(pool[r.IntN(len(pool))])
+	}
+	return b.String()
+}
+
+// randLiteral returns a short lower-case literal token for a filter.
+func randLiteral(r *rand.Rand) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	n := 1 + r.IntN(5)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = letters[r.IntN(len(letters))]
+	}
+	return string(b)
+}
+
+// randFilter returns a source filter with exactly wild '*' tokens, literal
+// tokens mixed in at random, and a trailing '>' one time in five. With
+// prefix set, the first token is that literal.
+func randFilter(r *rand.Rand, wild int, prefix string) string {
+	var toks []string
+	if prefix != "" {
+		toks = append(toks, prefix)
+	}
+	for placed := 0; placed < wild; {
+		if r.IntN(3) == 0 {
+			toks = append(toks, randLiteral(r))
+			continue
+		}
+		toks = append(toks, "*")
+		placed++
+	}
+	if r.IntN(5) == 0 {
+		toks = append(toks, ">")
+	}
+	return strings.Join(toks, ".")
+}
+
+// randSubject returns a subject matching filter: each '*' becomes a random
+// token and a trailing '>' one to three random tokens.
+func randSubject(r *rand.Rand, filter string) string {
+	var toks []string
+	for _, ft := range strings.Split(filter, ".") {
+		switch ft {
+		case "*":
+			toks = append(toks, randToken(r))
+		case ">":
+			for n := 1 + r.IntN(3); n > 0; n-- {
+				toks = append(toks, randToken(r))
+			}
+		default:
+			toks = append(toks, ft)
+		}
+	}
+	return strings.Join(toks, ".")
+}
+
+// randWildcards returns a random non-empty selection of the 1-based
+// indexes 1..wild in random order; once in a while an index is repeated,
+// which the server accepts and hashes twice.
+func randWildcards(r *rand.Rand, wild int) []int {
+	idx := r.Perm(wild)
+	out := make([]int, 0, wild+1)
+	for _, i := range idx[:1+r.IntN(wild)] {
+		out = append(out, i+1)
+	}
+	if r.IntN(20) == 0 {
+		out = append(out, out[r.IntN(len(out))])
+	}
+	return out
+}
+
+// randN returns a partition count from 1 to 1024, favouring small ones.
+func randN(r *rand.Rand) int {
+	switch r.IntN(4) {
+	case 0:
+		return 1 + r.IntN(8)
+	case 1:
+		return 1 + r.IntN(64)
+	default:
+		return 1 + r.IntN(1024)
+	}
+}
+
+// transformDest writes a {{partition()}} destination for filter by hand,
+// independently of ElasticTransformDestination, with the spellings the
+// server accepts: partition/Partition, wildcard/Wildcard, optional spaces.
+func transformDest(r *rand.Rand, n int, filter string, wildcards []int) string {
+	pname, wname, sep := "partition", "wildcard", ","
+	if r.IntN(2) == 0 {
+		pname = "Partition"
+	}
+	if r.IntN(2) == 0 {
+		wname = "Wildcard"
+	}
+	if r.IntN(4) == 0 {
+		sep = ", "
+	}
+	args := []string{strconv.Itoa(n)}
+	for _, w := range wildcards {
+		args = append(args, strconv.Itoa(w))
+	}
+	toks := []string{"{{" + pname + "(" + strings.Join(args, sep) + ")}}"}
+	k := 0
+	for _, ft := range strings.Split(filter, ".") {
+		if ft == "*" {
+			k++
+			toks = append(toks, "{{"+wname+"("+strconv.Itoa(k)+")}}")
+			continue
+		}
+		toks = append(toks, ft)
+	}
+	return strings.Join(toks, ".")
+}
+
+// transformCase is one randomly drawn partitioning transform.
+type transformCase struct {
+	filter    string
+	n         int
+	wildcards []int // empty: the whole-subject partition(N) shorthand
+}
+
+// randTransformCase draws a filter with 1 to 4 wildcards, N from 1 to 1024
+// and a wildcard selection, or (one time in six) the whole-subject shorthand.
+func randTransformCase(r *rand.Rand, prefix string) transformCase {
+	wild := 1 + r.IntN(4)
+	tc := transformCase{filter: randFilter(r, wild, prefix), n: randN(r)}
+	if r.IntN(6) != 0 {
+		tc.wildcards = randWildcards(r, wild)
+	}
+	return tc
+}
