@@ -36,9 +36,10 @@ func Ranges(ps []int) string {
 	return strings.Join(parts, ",")
 }
 
+// shortPin shows a pin id's tail: ids from one server share their prefix.
 func shortPin(id string) string {
 	if len(id) > 8 {
-		return id[:8]
+		return id[len(id)-8:]
 	}
 	return id
 }

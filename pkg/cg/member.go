@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -137,14 +138,16 @@ type Member struct {
 	ctx    context.Context // cancelled on Stop: tells the handler to wrap up
 	cancel context.CancelFunc
 
-	cons     jetstream.Consumer
-	cc       jetstream.ConsumeContext
 	watcher  jetstream.KeyWatcher
 	stopping atomic.Bool
-	// handling is held while a message is in the handler, so a stop can
-	// wait for the message in hand. Messages are delivered serially today;
-	// parallel per-partition lanes would each hold their own.
-	handling sync.Mutex
+	puller   *puller
+	// work carries pulled messages to the handler loop. Messages are
+	// handled serially, in delivery order; parallel per-partition lanes
+	// would fan out from here, one loop per lane.
+	work       chan *nats.Msg
+	stopPull   chan struct{}
+	pullDone   chan struct{}
+	handleDone chan struct{}
 
 	mu      sync.Mutex
 	pinID   string
@@ -225,7 +228,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 func (m *Member) consumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:        m.consumer,
-		FilterSubjects: PartitionFilters(m.partitions, m.cfg.Filters),
+		FilterSubjects: m.cfg.MemberFilters(m.member),
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        m.opts.AckWait,
 		MaxAckPending:  m.opts.MaxAckPending,
@@ -253,8 +256,8 @@ func compatible(have, want jetstream.ConsumerConfig) bool {
 		have.PriorityPolicy == jetstream.PriorityPolicyPinned
 }
 
-// bind creates the member consumer, or binds to an existing compatible one,
-// and starts pulling.
+// bind creates the member consumer, or binds to an existing compatible
+// one, and starts pulling.
 func (m *Member) bind(ctx context.Context) error {
 	want := m.consumerConfig()
 	cons, err := m.c.js.CreateConsumer(ctx, m.stream, want)
@@ -262,71 +265,78 @@ func (m *Member) bind(ctx context.Context) error {
 		cons, err = m.c.js.Consumer(ctx, m.stream, m.consumer)
 		if err == nil && !compatible(cons.CachedInfo().Config, want) {
 			// A leftover from an earlier group of the same name.
-			cons, err = m.c.js.UpdateConsumer(ctx, m.stream, want)
+			_, err = m.c.js.UpdateConsumer(ctx, m.stream, want)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", m.consumer, m.stream, err)
 	}
-	m.cons = cons
-	m.cc, err = cons.Consume(m.deliver,
-		jetstream.PullPriorityGroup(PriorityGroup),
-		jetstream.PullExpiry(m.opts.PullExpiry),
-		jetstream.ConsumeErrHandler(m.consumeError),
-	)
+	m.puller, err = newPuller(m)
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", m.consumer, err)
+		return err
 	}
+	m.work = make(chan *nats.Msg, cap(m.puller.in))
+	m.stopPull, m.pullDone, m.handleDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.pullDone)
+		m.puller.run(m.stopPull, m.work)
+	}()
+	go m.handleLoop()
 	return nil
 }
 
-// deliver is called serially by the consume loop for each message.
-func (m *Member) deliver(raw jetstream.Msg) {
-	if m.stopping.Load() {
-		// Hand it straight back so the next pinned instance gets it now
-		// rather than after the ack wait.
-		_ = raw.Nak()
-		return
+// handleLoop hands each pulled message to the handler, in order. Once the
+// instance is stopping it naks what is left instead, so the next pinned
+// instance gets it at once.
+func (m *Member) handleLoop() {
+	defer close(m.handleDone)
+	for {
+		select {
+		case raw := <-m.work:
+			if m.stopping.Load() {
+				_ = raw.Nak()
+				continue
+			}
+			subject, p := StripPartition(raw.Subject)
+			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: m.puller.nc}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+		case <-m.pullDone:
+			for {
+				select {
+				case raw := <-m.work:
+					_ = raw.Nak()
+				default:
+					return
+				}
+			}
+		}
 	}
-	pid := ""
-	if h := raw.Headers(); h != nil {
-		pid = h.Get("Nats-Pin-Id")
-	}
-	m.mu.Lock()
-	newPin := pid != "" && pid != m.pinID
-	if newPin {
-		m.pinID = pid
-	}
-	m.mu.Unlock()
-	if newPin {
-		m.emit(Event{Kind: EventPinned, PinID: pid})
-	}
-	subject, p := StripPartition(raw.Subject())
-	m.handling.Lock()
-	defer m.handling.Unlock()
-	if m.stopping.Load() {
-		_ = raw.Nak()
-		return
-	}
-	m.handler(m.ctx, &Msg{Msg: raw, subject: subject, partition: p, pinID: pid})
 }
 
-func (m *Member) consumeError(_ jetstream.ConsumeContext, err error) {
-	if m.stopping.Load() {
+// notePin records the pin id a message came with, reporting a new pin.
+func (m *Member) notePin(raw *nats.Msg) {
+	pid := raw.Header.Get("Nats-Pin-Id")
+	if pid == "" {
 		return
 	}
-	if errors.Is(err, jetstream.ErrPinIDMismatch) {
-		m.mu.Lock()
-		had := m.pinID
-		m.pinID = ""
-		m.mu.Unlock()
-		if had != "" {
-			m.emit(Event{Kind: EventPinLost, PinID: had, Reason: "the server pinned another instance"})
-			m.emit(Event{Kind: EventWaiting, Reason: "standby until the server pins this instance"})
-		}
-		return
+	m.mu.Lock()
+	isNew := pid != m.pinID
+	m.pinID = pid
+	m.mu.Unlock()
+	if isNew {
+		m.emit(Event{Kind: EventPinned, PinID: pid})
 	}
-	m.emit(Event{Kind: EventWarning, Err: err, Reason: err.Error()})
+}
+
+// lostPin forgets our pin id after the server refused it.
+func (m *Member) lostPin(reason string) {
+	m.mu.Lock()
+	had := m.pinID
+	m.pinID = ""
+	m.mu.Unlock()
+	if had != "" {
+		m.emit(Event{Kind: EventPinLost, PinID: had, Reason: reason})
+		m.emit(Event{Kind: EventWaiting, Reason: "standby until the server pins this instance"})
+	}
 }
 
 // watch follows the group's KV entry: a deletion stops the instance
@@ -388,38 +398,48 @@ func (m *Member) stop(err error, reason string) {
 	m.once.Do(func() {
 		m.stopping.Store(true)
 		m.cancel()
-		if m.cc != nil {
-			m.cc.Stop()
+		if m.puller != nil {
+			// Ask for nothing more, but keep listening: whatever the server
+			// sends until the pin is released is handed back, not lost.
+			close(m.stopPull)
+			<-m.pullDone
+			<-m.handleDone // the message in hand is finished and acked
+			m.mu.Lock()
+			pin := m.pinID
+			m.mu.Unlock()
+			if m.puller.drain() && pin == "" {
+				pin = "(pinned while stopping)"
+			}
+			if pin != "" && reason == reasonStopRequested {
+				// Only the pinned instance releases: an unpin is not
+				// addressed to a pin id, so a standby must never send one.
+				if uerr := m.unpin(); uerr == nil {
+					m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "released on stop"})
+				}
+				// Messages sent to us before the release arrive before its
+				// reply: hand them back too.
+				m.puller.drain()
+			}
+			m.puller.close()
 		}
-		// Wait for the message in hand; deliver naks anything after it.
-		m.handling.Lock()
-		m.handling.Unlock() //nolint:staticcheck // a barrier, not a critical section
 		m.mu.Lock()
-		pin := m.pinID
 		m.pinID = ""
 		m.stopErr = err
 		m.mu.Unlock()
-		if pin != "" && err == nil && reason == reasonStopRequested {
-			// Only the pinned instance may release: unpinning is not
-			// addressed to a pin id, so a standby must never call it.
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if s, serr := m.c.js.Stream(ctx, m.stream); serr == nil {
-				if uerr := s.UnpinConsumer(ctx, m.consumer, PriorityGroup); uerr == nil {
-					m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "released on stop"})
-				}
-			}
-			cancel()
-		}
-		if m.cc != nil {
-			select {
-			case <-m.cc.Closed():
-			case <-time.After(2 * time.Second):
-			}
-		}
 		_ = m.watcher.Stop()
 		m.emit(Event{Kind: EventStopped, Err: err, Reason: reason})
 		close(m.done)
 	})
+}
+
+func (m *Member) unpin() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := m.c.js.Stream(ctx, m.stream)
+	if err != nil {
+		return err
+	}
+	return s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
 }
 
 // Done is closed when the instance has stopped.

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// maxConsumerName is the server's limit on a consumer name.
+const maxConsumerName = 255
 
 // CreateStaticResult tells what CreateStatic did.
 type CreateStaticResult struct {
@@ -68,6 +72,11 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	}
 	if err := cfg.Validate(); err != nil {
 		return res, err
+	}
+	for _, m := range cfg.MemberNames() {
+		if n := len(StaticConsumerName(group, m)); n > maxConsumerName {
+			return res, invalid("member name", strconv.Quote(m), "makes consumer name %q %d bytes long; the server allows %d: shorten the group or member name", StaticConsumerName(group, m)[:32]+"...", n, maxConsumerName)
+		}
 	}
 	si, err := c.streamInfo(ctx, stream)
 	if err != nil {

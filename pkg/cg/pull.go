@@ -1,0 +1,230 @@
+package cg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The member runtime drives its pull requests itself rather than through
+// jetstream.Consume, because a graceful handover needs what Consume does
+// not give: to stop asking for messages while still listening, so that
+// anything the server sends before the pin is released is handed straight
+// back (nak) instead of vanishing into an unsubscribed inbox and sitting
+// unacknowledged, blocking its partition, until the ack wait runs out.
+
+// pullBatch is how many messages one pull request may bring.
+const pullBatch = 128
+
+// pullRequest is the JetStream "next messages" request with a priority group.
+type pullRequest struct {
+	Expires time.Duration `json:"expires,omitempty"`
+	Batch   int           `json:"batch,omitempty"`
+	Group   string        `json:"group,omitempty"`
+	ID      string        `json:"id,omitempty"`
+}
+
+// apiPrefix is the JetStream API prefix of js, honouring a domain.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	default:
+		return jetstream.DefaultAPIPrefix
+	}
+}
+
+// jsMsg adapts a pulled *nats.Msg to jetstream.Msg.
+type jsMsg struct {
+	m  *nats.Msg
+	nc *nats.Conn
+}
+
+var _ jetstream.Msg = jsMsg{}
+
+func (j jsMsg) Data() []byte         { return j.m.Data }
+func (j jsMsg) Headers() nats.Header { return j.m.Header }
+func (j jsMsg) Subject() string      { return j.m.Subject }
+func (j jsMsg) Reply() string        { return j.m.Reply }
+func (j jsMsg) Ack() error           { return j.m.Ack() }
+func (j jsMsg) Nak() error           { return j.m.Nak() }
+func (j jsMsg) InProgress() error    { return j.m.InProgress() }
+func (j jsMsg) Term() error          { return j.m.Term() }
+func (j jsMsg) NakWithDelay(d time.Duration) error {
+	return j.m.NakWithDelay(d)
+}
+
+func (j jsMsg) DoubleAck(ctx context.Context) error {
+	return j.m.AckSync(nats.Context(ctx))
+}
+
+func (j jsMsg) TermWithReason(reason string) error {
+	if j.m.Reply == "" {
+		return nats.ErrMsgNoReply
+	}
+	return j.nc.Publish(j.m.Reply, []byte("+TERM "+reason))
+}
+
+func (j jsMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := j.m.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	return &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Consumer: md.Sequence.Consumer, Stream: md.Sequence.Stream},
+		NumDelivered: md.NumDelivered,
+		NumPending:   md.NumPending,
+		Timestamp:    md.Timestamp,
+		Stream:       md.Stream,
+		Consumer:     md.Consumer,
+		Domain:       md.Domain,
+	}, nil
+}
+
+// puller keeps one pull request outstanding for a member instance and
+// passes delivered messages to the work channel.
+type puller struct {
+	m       *Member
+	nc      *nats.Conn
+	subject string // the consumer's MSG.NEXT API subject
+	inbox   string
+	in      chan *nats.Msg
+	sub     *nats.Subscription
+	batch   int
+
+	// Owned by the loop goroutine.
+	outstanding bool
+	received    int
+	deadline    time.Time
+	retryAt     time.Time
+}
+
+func newPuller(m *Member) (*puller, error) {
+	nc := m.c.Conn()
+	p := &puller{
+		m:       m,
+		nc:      nc,
+		subject: fmt.Sprintf("%sCONSUMER.MSG.NEXT.%s.%s", apiPrefix(m.c.js), m.stream, m.consumer),
+		inbox:   nc.NewInbox(),
+		// One long-lived request rather than one per message: the server
+		// sends the next message the moment the last is acked, and the
+		// request stays visible as this instance's waiting pull.
+		batch: pullBatch,
+	}
+	// The server never has more than MaxAckPending messages unacknowledged,
+	// so the loop never blocks on a channel this size.
+	p.in = make(chan *nats.Msg, min(m.opts.MaxAckPending, 4096)+pullBatch+64)
+	sub, err := nc.ChanSubscribe(p.inbox, p.in)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe for pulls: %w", err)
+	}
+	p.sub = sub
+	return p, nil
+}
+
+// pull sends the next request, carrying our pin id when we hold one.
+func (p *puller) pull() {
+	req := pullRequest{Expires: p.m.opts.PullExpiry, Batch: p.batch, Group: PriorityGroup, ID: p.m.PinID()}
+	body, _ := json.Marshal(req)
+	if err := p.nc.PublishRequest(p.subject, p.inbox, body); err != nil {
+		// Disconnected: try again shortly; the reconnect will let it through.
+		p.retryAt = time.Now().Add(250 * time.Millisecond)
+		return
+	}
+	p.outstanding, p.received = true, 0
+	// The server answers an expired request with 408; without an answer
+	// (a reconnect lost it) the request is given up after a margin.
+	p.deadline = time.Now().Add(p.m.opts.PullExpiry + time.Second)
+}
+
+// run is the pull loop. It ends when stop is closed, after which nothing
+// more is requested (messages still arriving are handled by drain).
+func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !p.outstanding && !time.Now().Before(p.retryAt) {
+			p.pull()
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if p.outstanding && time.Now().After(p.deadline) {
+				p.outstanding = false
+			}
+		case msg := <-p.in:
+			if p.status(msg) {
+				continue
+			}
+			p.received++
+			if p.received >= p.batch {
+				p.outstanding = false
+			}
+			p.m.notePin(msg)
+			work <- msg
+		}
+	}
+}
+
+// status handles a status message (true) or says msg is a message (false).
+func (p *puller) status(msg *nats.Msg) bool {
+	if len(msg.Data) != 0 || msg.Header == nil {
+		return false
+	}
+	code := msg.Header.Get("Status")
+	if code == "" {
+		return false
+	}
+	desc := msg.Header.Get("Description")
+	switch code {
+	case "100": // idle heartbeat or flow control
+		return true
+	case "404", "408": // no messages / request expired: ask again
+		p.outstanding = false
+	case "423": // our pin id is stale: the server pinned another instance
+		p.outstanding = false
+		p.m.lostPin("the server pinned another instance")
+	case "409":
+		p.outstanding = false
+		p.retryAt = time.Now().Add(250 * time.Millisecond)
+		if !strings.Contains(desc, "Leadership Change") {
+			p.m.emit(Event{Kind: EventWarning, Reason: "pull refused: " + desc, Err: errors.New(desc)})
+		}
+	default:
+		p.outstanding = false
+		p.retryAt = time.Now().Add(250 * time.Millisecond)
+		p.m.emit(Event{Kind: EventWarning, Reason: fmt.Sprintf("pull status %s %s", code, desc), Err: fmt.Errorf("status %s: %s", code, desc)})
+	}
+	return true
+}
+
+// drain hands back (naks) every message still arriving, returning whether
+// any came with a pin id — the server pinned us while we were leaving.
+func (p *puller) drain() (pinned bool) {
+	for {
+		select {
+		case msg := <-p.in:
+			if p.status(msg) {
+				continue
+			}
+			if msg.Header.Get("Nats-Pin-Id") != "" {
+				pinned = true
+			}
+			_ = msg.Nak()
+		default:
+			return pinned
+		}
+	}
+}
+
+func (p *puller) close() { _ = p.sub.Unsubscribe() }
