@@ -12,6 +12,7 @@ import (
 	"github.com/cg-dev/cg/cmd/internal/factory"
 	"github.com/cg-dev/cg/cmd/internal/flagx"
 	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/cmd/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -24,6 +25,7 @@ type ConsumeOptions struct {
 	AckWait               time.Duration
 	MaxAckPending         int
 	Count                 int
+	Verify                bool
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -52,6 +54,7 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
 	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
 	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
+	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	return cmd
 }
 
@@ -67,6 +70,10 @@ type MsgLine struct {
 	Millis    float64 `json:"processing_ms"`
 	Acked     bool    `json:"acked"`
 	AckError  string  `json:"ack_error,omitempty"`
+	// With --verify: the key, its per-key sequence and what the check found.
+	Key    string `json:"key,omitempty"`
+	KeySeq uint64 `json:"key_seq,omitempty"`
+	Check  string `json:"check,omitempty"`
 }
 
 // EventLine is a member event in consume's output.
@@ -92,6 +99,8 @@ type Summary struct {
 	PinsLost  int     `json:"pins_lost"`
 	Seconds   float64 `json:"seconds"`
 	Reason    string  `json:"reason"`
+	// With --verify.
+	Verify *traffic.Stats `json:"verify,omitempty"`
 }
 
 func consumeRun(ctx context.Context, o *ConsumeOptions) error {
@@ -105,6 +114,13 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	var mu sync.Mutex // one writer at a time; events come from other goroutines
 	sum := Summary{Type: "summary", Member: o.Member}
 	who := cs.Member(o.Member)
+
+	var verifier *traffic.Verifier
+	if o.Verify {
+		// An instance may take over mid-stream: each key's first
+		// key-seq seen is where its counting starts.
+		verifier = traffic.NewVerifier(traffic.VerifierOptions{MidStream: true})
+	}
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -170,14 +186,29 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			// Not cut short by a stop: the message in hand is finished.
 			time.Sleep(o.Sleep)
 		}
+		var check traffic.Check
+		var key string
+		var keySeq uint64
+		md, mdErr := m.Metadata()
+		if verifier != nil {
+			var sseq uint64
+			if mdErr == nil {
+				sseq = md.Sequence.Stream
+			}
+			key, keySeq, _ = traffic.KeyOf(m.Headers())
+			check = verifier.Observe(key, keySeq, sseq, o.Member)
+		}
 		actx, cancel := context.WithTimeout(context.Background(), o.F.Conn.Timeout)
 		ackErr := m.DoubleAck(actx)
 		cancel()
 		took := time.Since(start)
 		line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
 			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil}
-		if md, err := m.Metadata(); err == nil {
+		if mdErr == nil {
 			line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
+		}
+		if verifier != nil {
+			line.Key, line.KeySeq, line.Check = key, keySeq, string(check.Outcome)
 		}
 		if ackErr != nil {
 			line.AckError = ackErr.Error()
@@ -201,8 +232,23 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			if line.Delivered > 1 {
 				redelivered = cs.Yellow(fmt.Sprintf(" (delivery %d)", line.Delivered))
 			}
-			fmt.Fprintf(ios.Out, "[%s] p%-3d %s seq=%d pin=%s %s %s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
-				shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered)
+			verdict := ""
+			if verifier != nil {
+				verdict = fmt.Sprintf(" key=%s#%d", key, keySeq)
+				switch check.Outcome {
+				case traffic.Duplicate:
+					verdict += " " + cs.Yellow("DUPLICATE")
+				case traffic.OutOfOrder:
+					verdict += " " + cs.Red("OUT OF ORDER")
+				case traffic.Unkeyed:
+					verdict += " " + cs.Yellow("no Cg-Key headers")
+				}
+				if check.Gap > 0 {
+					verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", check.Gap))
+				}
+			}
+			fmt.Fprintf(ios.Out, "[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
+				shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
 		}
 		mu.Unlock()
 		if done {
@@ -229,15 +275,26 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	case runCtx.Err() != nil:
 		sum.Reason = "count reached"
 	}
+	if verifier != nil {
+		st := verifier.Stats()
+		sum.Verify = &st
+	}
 	if o.F.JSON {
 		_ = js.Encode(sum)
 	} else {
 		fmt.Fprintf(ios.ErrOut, "[%s] handled %d messages (%d acked, %d ack failed) in %s; pinned %d time(s), lost the pin %d time(s); %s\n",
 			who, sum.Handled, sum.Acked, sum.AckFailed, time.Duration(sum.Seconds*float64(time.Second)).Round(time.Millisecond),
 			sum.PinsHeld, sum.PinsLost, sum.Reason)
+		if v := sum.Verify; v != nil {
+			fmt.Fprintf(ios.ErrOut, "[%s] verify: %d keys, %d distinct key/seq, %d duplicates, %d order violations, %d gaps (%d still missing), %d without headers\n",
+				who, v.Keys, v.Processed, v.Duplicates, v.Violations, v.Gaps, v.Missing, v.Unkeyed)
+		}
 	}
 	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {
 		return stopErr
+	}
+	if v := sum.Verify; v != nil && v.Violations > 0 {
+		return fmt.Errorf("per-key order broken %d time(s) (see OUT OF ORDER lines)", v.Violations)
 	}
 	return nil
 }

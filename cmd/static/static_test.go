@@ -268,3 +268,35 @@ func TestConsumeInterruptedExitsZeroWithSummary(t *testing.T) {
 		t.Fatalf("unknown member: %d %q", r.Code, r.Err)
 	}
 }
+
+func TestConsumeVerifyCountsPublishedTraffic(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("static", "create", "balanced", "ORDERS", "g", "10", "m1"); r.Code != 0 {
+		t.Fatal(r.Err)
+	}
+	if r := e.run("publish", "orders.{key}", "--keys", "5", "--count", "50", "--rate", "0"); r.Code != 0 {
+		t.Fatalf("publish: %d %s", r.Code, r.Err)
+	}
+	r := e.run("static", "consume", "ORDERS", "g", "m1", "--sleep", "0s", "--count", "50", "--verify", "--json")
+	if r.Code != 0 {
+		t.Fatalf("consume --verify: %d %s", r.Code, r.Err)
+	}
+	lines := clitest.Lines(t, r.Out)
+	sum := lines[len(lines)-1]
+	v, ok := sum["verify"].(map[string]any)
+	if !ok {
+		t.Fatalf("summary without verify: %v", sum)
+	}
+	if v["processed"].(float64) != 50 || v["order_violations"].(float64) != 0 || v["duplicates"].(float64) != 0 || v["keys"].(float64) != 5 {
+		t.Fatalf("verify stats: %v", v)
+	}
+	fresh := 0
+	for _, l := range lines {
+		if l["type"] == "msg" && l["check"] == "fresh" && l["key"] != "" {
+			fresh++
+		}
+	}
+	if fresh != 50 {
+		t.Fatalf("%d fresh, keyed message lines, want 50", fresh)
+	}
+}

@@ -173,6 +173,13 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if err != nil {
 		return nil, err
 	}
+	v, err := c.ServerVersion()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckServerVersion(v, false); err != nil {
+		return nil, err
+	}
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return nil, err
 	}
