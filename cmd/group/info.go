@@ -55,10 +55,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 		return render.JSON(ios.Out, gi)
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
-	filters := gi.Config.Filters
-	if len(filters) == 0 {
-		filters = []string{">"}
-	}
+	filters := gi.Filters
 	kv := render.NewKeyValues(ios.Out)
 	kv.Add("Group", cs.Bold(gi.Group)+" ("+gi.Kind+")")
 	kv.Add("Stream", gi.Stream)
@@ -80,9 +77,8 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 // partitionMap prints each partition number in its owner's color, so
 // ownership is visible at a glance; without color the table says it.
 func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
-	owner := gi.Config.Assignment().Owner
 	var b strings.Builder
-	for p, m := range owner {
+	for p, m := range gi.Owners {
 		if p > 0 {
 			b.WriteByte(' ')
 		}

@@ -20,7 +20,7 @@ import (
 type Kind struct {
 	Name       string // "static" or "elastic"
 	List       func(c *cg.Client, ctx context.Context, stream string) ([]string, error)
-	Config     func(c *cg.Client, ctx context.Context, stream, group string) (cg.StaticConfig, error)
+	Config     func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupConfig, error)
 	Info       func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupInfo, error)
 	MemberInfo func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.MemberStatus, error)
 	StepDown   func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.StepDownResult, error)
@@ -31,9 +31,11 @@ type Kind struct {
 // Static is the static kind.
 func Static() Kind {
 	return Kind{
-		Name:       "static",
-		List:       (*cg.Client).ListStatic,
-		Config:     (*cg.Client).StaticConfig,
+		Name: "static",
+		List: (*cg.Client).ListStatic,
+		Config: func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupConfig, error) {
+			return c.StaticConfig(ctx, stream, group)
+		},
 		Info:       (*cg.Client).StaticInfo,
 		MemberInfo: (*cg.Client).StaticMemberInfo,
 		StepDown:   (*cg.Client).StaticStepDown,

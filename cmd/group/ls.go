@@ -10,7 +10,6 @@ import (
 
 	"github.com/cg-dev/cg/cmd/internal/factory"
 	"github.com/cg-dev/cg/cmd/internal/render"
-	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // LsOptions are the bound arguments of ls.
@@ -65,8 +64,8 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 		if err != nil {
 			e.Error = err.Error()
 		} else {
-			e.Partitions = cfg.MaxMembers
-			e.Mode = mode(cfg)
+			e.Partitions = cfg.PartitionCount()
+			e.Mode = cfg.Mode()
 			e.Members = cfg.MemberNames()
 		}
 		entries = append(entries, e)
@@ -93,11 +92,4 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 		t.AddRow(e.Group, strconv.Itoa(e.Partitions), e.Mode, strings.Join(ms, " "))
 	}
 	return t.Render()
-}
-
-func mode(cfg cg.StaticConfig) string {
-	if len(cfg.MemberMappings) > 0 {
-		return "mapped"
-	}
-	return "balanced"
 }

@@ -189,7 +189,9 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	a := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "g", "m2", "--sleep", "0s", "--json")
 	natstest.Eventually(t, 20*time.Second, "m2 pinned", func() bool { return strings.Contains(a.Out.String(), `"event":"pinned"`) })
 	r = e.run("static", "info", "ORDERS", "g", "--json")
-	var gi cg.GroupInfo
+	var gi struct {
+		Members []cg.MemberStatus `json:"members"`
+	}
 	if r.Code != 0 || json.Unmarshal([]byte(r.Out), &gi) != nil {
 		t.Fatalf("info: %d %s %s", r.Code, r.Out, r.Err)
 	}

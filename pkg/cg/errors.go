@@ -14,4 +14,6 @@ var (
 	ErrInvalidConfig  = errors.New("stored group configuration is invalid")
 	ErrNoConsumer     = errors.New("member has no consumer")
 	ErrNotPinned      = errors.New("member has no pinned instance")
+	ErrMappedGroup    = errors.New("group uses member mappings")
+	ErrNotMapped      = errors.New("group has no member mappings")
 )

@@ -163,13 +163,28 @@ type MemberStatus struct {
 
 // GroupInfo is a group's configuration and the state of its members.
 type GroupInfo struct {
-	Kind       string         `json:"kind"`
-	Stream     string         `json:"stream"`
-	Group      string         `json:"group"`
-	Config     StaticConfig   `json:"config"`
-	Partitions int            `json:"partitions"`
-	Mode       string         `json:"mode"` // balanced or mapped
-	Members    []MemberStatus `json:"members"`
+	Kind       string      `json:"kind"` // static or elastic
+	Stream     string      `json:"stream"`
+	Group      string      `json:"group"`
+	Config     GroupConfig `json:"config"` // StaticConfig or ElasticConfig
+	Partitions int         `json:"partitions"`
+	Mode       string      `json:"mode"` // balanced or mapped
+	Filters    []string    `json:"filters"`
+	// Owners[p] is the member owning partition p ("" when none does).
+	Owners  []string       `json:"owners"`
+	Members []MemberStatus `json:"members"`
+	// Elastic groups only: the work-queue stream, the messages waiting in
+	// it per partition, and how far its sourcing trails the origin.
+	WorkStream  string   `json:"work_stream,omitempty"`
+	Backlog     []uint64 `json:"backlog,omitempty"`
+	SourcingLag *uint64  `json:"sourcing_lag,omitempty"`
+}
+
+// fillConfig sets the configuration-derived fields of gi.
+func (gi *GroupInfo) fillConfig(cfg GroupConfig) {
+	gi.Config, gi.Partitions, gi.Mode = cfg, cfg.PartitionCount(), cfg.Mode()
+	gi.Filters = cfg.SubjectFilters()
+	gi.Owners = cfg.Assignment().Owner
 }
 
 func memberStatus(member string, partitions []int, filters []string, consumer string, ci *jetstream.ConsumerInfo) MemberStatus {
@@ -223,11 +238,7 @@ func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInf
 	if err != nil {
 		return gi, err
 	}
-	gi.Config, gi.Partitions = cfg, cfg.MaxMembers
-	gi.Mode = "balanced"
-	if len(cfg.MemberMappings) > 0 {
-		gi.Mode = "mapped"
-	}
+	gi.fillConfig(cfg)
 	a := cfg.Assignment()
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
@@ -235,8 +246,7 @@ func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInf
 		if err != nil {
 			return gi, err
 		}
-		parts := a.MemberPartitions(m)
-		gi.Members = append(gi.Members, memberStatus(m, parts, PartitionFilters(parts, cfg.Filters), name, ci))
+		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), name, ci))
 	}
 	return gi, nil
 }
@@ -292,8 +302,9 @@ func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (
 
 // DeleteResult lists what a delete removed.
 type DeleteResult struct {
-	Key       string   `json:"key"`
-	Consumers []string `json:"deleted_consumers"`
+	Key        string   `json:"key"`
+	Consumers  []string `json:"deleted_consumers"`
+	WorkStream string   `json:"deleted_work_stream,omitempty"`
 }
 
 // DeleteStatic removes the group's KV entry and its own member consumers

@@ -1,0 +1,492 @@
+package cg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// CreateElasticResult tells what CreateElastic did.
+type CreateElasticResult struct {
+	Config ElasticConfig
+	// Created is false when an identical group already existed.
+	Created bool
+	// WorkStream is the hidden work-queue stream the members consume from.
+	WorkStream string
+	// Transforms are the work stream's source subject transforms.
+	Transforms []jetstream.SubjectTransformConfig
+}
+
+// ElasticTransforms are the subject transforms through which a group's
+// work-queue stream sources the origin stream (SPEC §5).
+func ElasticTransforms(cfg ElasticConfig) []jetstream.SubjectTransformConfig {
+	if len(cfg.PartitioningFilters) == 0 {
+		return []jetstream.SubjectTransformConfig{{Source: ">", Destination: ElasticTransformDestination(cfg.MaxMembers, ">", nil)}}
+	}
+	out := make([]jetstream.SubjectTransformConfig, len(cfg.PartitioningFilters))
+	for i, pf := range cfg.PartitioningFilters {
+		out[i] = jetstream.SubjectTransformConfig{Source: pf.Filter, Destination: ElasticTransformDestination(cfg.MaxMembers, pf.Filter, pf.PartitioningWildcards)}
+	}
+	return out
+}
+
+func wholeSubject(cfg ElasticConfig) bool {
+	if len(cfg.PartitioningFilters) == 0 {
+		return true
+	}
+	for _, pf := range cfg.PartitioningFilters {
+		if len(pf.PartitioningWildcards) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateElastic creates an elastic group over any stream: its KV entry and
+// its work-queue stream <stream>-<group>, sourcing the origin through the
+// partitioning transforms. Everything is checked before anything is
+// written. Re-running an identical create succeeds with Created false; a
+// different partition count, filter set or buffer cap fails with
+// ErrGroupExists ("delete and recreate").
+func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg ElasticConfig) (CreateElasticResult, error) {
+	res := CreateElasticResult{Config: cfg, WorkStream: WorkStreamName(stream, group)}
+	if err := ValidateName("stream", stream); err != nil {
+		return res, err
+	}
+	if err := ValidateName("group", group); err != nil {
+		return res, err
+	}
+	if err := ValidateName("stream", res.WorkStream); err != nil {
+		return res, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	si, err := c.streamInfo(ctx, stream)
+	if err != nil {
+		return res, err
+	}
+	v, err := c.ServerVersion()
+	if err != nil {
+		return res, err
+	}
+	if err := CheckServerVersion(v, wholeSubject(cfg)); err != nil {
+		return res, err
+	}
+	res.Transforms = ElasticTransforms(cfg)
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return res, err
+	}
+	kv, err := c.bucketFor(ctx, ElasticBucket, si.Config.Replicas)
+	if err != nil {
+		return res, err
+	}
+	if e, err := kv.Get(ctx, Key(stream, group)); err == nil {
+		existing, err := decodeElastic(e.Key(), e.Value())
+		if err != nil {
+			return res, err
+		}
+		if !existing.SameShape(cfg) {
+			return res, fmt.Errorf("%w: elastic group %q on %q has %s; partitions, filters and buffer caps never change: delete and recreate the group", ErrGroupExists, group, stream, strings.Join(existing.ShapeDiff(cfg), ", "))
+		}
+		res.Config = existing
+		// Make sure the work stream is there too (it may have been lost).
+		_, err = c.ensureWorkStream(ctx, si, res.WorkStream, existing)
+		return res, err
+	} else if !isNotFound(err) {
+		return res, fmt.Errorf("read group %s: %w", Key(stream, group), err)
+	}
+	created, err := c.ensureWorkStream(ctx, si, res.WorkStream, cfg)
+	if err != nil {
+		return res, err
+	}
+	if _, err := kv.Create(ctx, Key(stream, group), raw); err != nil {
+		if created {
+			// Leave nothing half-made behind.
+			_ = c.js.DeleteStream(context.WithoutCancel(ctx), res.WorkStream)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return res, fmt.Errorf("%w: elastic group %q on %q was created concurrently; run the create again", ErrGroupExists, group, stream)
+		}
+		return res, fmt.Errorf("store group %s: %w", Key(stream, group), err)
+	}
+	res.Created = true
+	return res, nil
+}
+
+// ensureWorkStream creates the work-queue stream, or checks an existing one.
+func (c *Client) ensureWorkStream(ctx context.Context, origin *jetstream.StreamInfo, name string, cfg ElasticConfig) (created bool, err error) {
+	want := jetstream.StreamConfig{
+		Name:        name,
+		Retention:   jetstream.WorkQueuePolicy,
+		Discard:     jetstream.DiscardNew,
+		Replicas:    origin.Config.Replicas,
+		Storage:     origin.Config.Storage,
+		MaxMsgs:     cfg.MaxBufferedMsgs,
+		MaxBytes:    cfg.MaxBufferedBytes,
+		AllowDirect: true,
+		Sources:     []*jetstream.StreamSource{{Name: origin.Config.Name, SubjectTransforms: ElasticTransforms(cfg)}},
+	}
+	if _, err := c.js.Stream(ctx, name); err == nil {
+		return false, nil
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, fmt.Errorf("look up work stream %s: %w", name, err)
+	}
+	if _, err := c.js.CreateStream(ctx, want); err != nil {
+		return false, fmt.Errorf("create work stream %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// decodeElastic parses and checks a stored elastic value; errors name the key.
+func decodeElastic(key string, raw []byte) (ElasticConfig, error) {
+	var cfg ElasticConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return cfg, fmt.Errorf("%w: key %s in bucket %s is not valid JSON: %v", ErrInvalidConfig, key, ElasticBucket, err)
+	}
+	if err := cfg.ValidateStored(); err != nil {
+		return cfg, fmt.Errorf("%w: key %s in bucket %s: %v", ErrInvalidConfig, key, ElasticBucket, err)
+	}
+	return cfg, nil
+}
+
+// getElastic reads an elastic group's configuration and its KV revision.
+func (c *Client) getElastic(ctx context.Context, stream, group string) (ElasticConfig, uint64, error) {
+	notFound := fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
+	kv, err := c.bucket(ctx, ElasticBucket)
+	if err != nil {
+		if errors.Is(err, ErrGroupNotFound) {
+			return ElasticConfig{}, 0, notFound
+		}
+		return ElasticConfig{}, 0, err
+	}
+	e, err := kv.Get(ctx, Key(stream, group))
+	if err != nil {
+		if isNotFound(err) {
+			return ElasticConfig{}, 0, notFound
+		}
+		return ElasticConfig{}, 0, fmt.Errorf("read group %s: %w", Key(stream, group), err)
+	}
+	cfg, err := decodeElastic(e.Key(), e.Value())
+	return cfg, e.Revision(), err
+}
+
+// ElasticConfig returns an elastic group's stored configuration.
+func (c *Client) ElasticConfig(ctx context.Context, stream, group string) (ElasticConfig, error) {
+	cfg, _, err := c.getElastic(ctx, stream, group)
+	return cfg, err
+}
+
+// ListElastic returns the names of the elastic groups on stream.
+func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, error) {
+	if _, err := c.streamInfo(ctx, stream); err != nil {
+		return nil, err
+	}
+	return c.listGroups(ctx, ElasticBucket, stream)
+}
+
+// DeleteElastic removes the group's KV entry and its work-queue stream
+// (with the member consumers on it), nothing else.
+func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
+	res := DeleteResult{Key: Key(stream, group)}
+	if err := ValidateName("group", group); err != nil {
+		return res, err
+	}
+	kv, err := c.bucket(ctx, ElasticBucket)
+	if err != nil {
+		if errors.Is(err, ErrGroupNotFound) {
+			return res, fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return res, err
+	}
+	e, err := kv.Get(ctx, Key(stream, group))
+	if err != nil {
+		if isNotFound(err) {
+			return res, fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return res, err
+	}
+	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
+		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
+	}
+	ws := WorkStreamName(stream, group)
+	if s, err := c.js.Stream(ctx, ws); err == nil {
+		for name := range s.ListConsumers(ctx).Info() {
+			res.Consumers = append(res.Consumers, name.Name)
+		}
+		if err := c.js.DeleteStream(ctx, ws); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return res, fmt.Errorf("delete work stream %s: %w", ws, err)
+		}
+		res.WorkStream = ws
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return res, err
+	}
+	slices.Sort(res.Consumers)
+	return res, nil
+}
+
+// MembershipChange describes an add, drop or mapping change.
+type MembershipChange struct {
+	Stream string `json:"stream"`
+	Group  string `json:"group"`
+	// Changed lists the members added or dropped.
+	Changed []string `json:"changed"`
+	// Unchanged lists the members asked for that were already present
+	// (add) or not members (drop).
+	Unchanged []string      `json:"unchanged"`
+	Config    ElasticConfig `json:"config"`
+	Revision  uint64        `json:"revision"`
+	// Moves are the partitions that changed owner.
+	Moves []Move `json:"moves"`
+}
+
+// Move is one partition changing owner ("" for none).
+type Move struct {
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// Moves lists the partitions whose owner differs between two assignments.
+func Moves(before, after Assignment) []Move {
+	var out []Move
+	for p := 0; p < len(after.Owner) && p < len(before.Owner); p++ {
+		if before.Owner[p] != after.Owner[p] {
+			out = append(out, Move{Partition: p, From: before.Owner[p], To: after.Owner[p]})
+		}
+	}
+	return out
+}
+
+// maxCASRetries bounds the compare-and-set loop of membership changes.
+const maxCASRetries = 100
+
+// updateElastic applies change to the stored config with compare-and-set,
+// retrying when another administrator wrote in between, so no concurrent
+// update is ever lost.
+func (c *Client) updateElastic(ctx context.Context, stream, group string, change func(*ElasticConfig, *MembershipChange) error) (MembershipChange, error) {
+	mc := MembershipChange{Stream: stream, Group: group}
+	kv, err := c.bucket(ctx, ElasticBucket)
+	if err != nil {
+		if errors.Is(err, ErrGroupNotFound) {
+			return mc, fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
+		}
+		return mc, err
+	}
+	for attempt := 0; ; attempt++ {
+		cfg, rev, err := c.getElastic(ctx, stream, group)
+		if err != nil {
+			return mc, err
+		}
+		before := cfg.Assignment()
+		next := cfg
+		next.Members = slices.Clone(cfg.Members)
+		next.MemberMappings = slices.Clone(cfg.MemberMappings)
+		mc.Changed, mc.Unchanged = nil, nil
+		if err := change(&next, &mc); err != nil {
+			return mc, err
+		}
+		raw, err := json.Marshal(next)
+		if err != nil {
+			return mc, err
+		}
+		newRev, err := kv.Update(ctx, Key(stream, group), raw, rev)
+		if err == nil {
+			mc.Config, mc.Revision = next, newRev
+			mc.Moves = Moves(before, next.Assignment())
+			return mc, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) || attempt >= maxCASRetries {
+			return mc, fmt.Errorf("update group %s: %w", Key(stream, group), err)
+		}
+		// Someone else wrote first: back off a little and re-apply.
+		select {
+		case <-ctx.Done():
+			return mc, ctx.Err()
+		case <-time.After(time.Duration(rand.IntN(5*(attempt+1))+1) * time.Millisecond):
+		}
+	}
+}
+
+// AddMembers adds members to an elastic group that uses a member list.
+func (c *Client) AddMembers(ctx context.Context, stream, group string, members []string) (MembershipChange, error) {
+	if err := checkMemberNames(members); err != nil {
+		return MembershipChange{}, err
+	}
+	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+		if len(cfg.MemberMappings) > 0 {
+			return fmt.Errorf("%w: elastic group %q uses member mappings; delete them first (cg elastic delete-mapping) or change the mappings", ErrMappedGroup, group)
+		}
+		for _, m := range members {
+			if slices.Contains(cfg.Members, m) {
+				mc.Unchanged = append(mc.Unchanged, m)
+				continue
+			}
+			cfg.Members = append(cfg.Members, m)
+			mc.Changed = append(mc.Changed, m)
+		}
+		if n := len(BalancedMembers(cfg.Members, -1)); n > cfg.MaxMembers {
+			return invalid("members", strconv.Itoa(n), "more members than partitions (max-members is %d); drop some first", cfg.MaxMembers)
+		}
+		return nil
+	})
+}
+
+// DropMembers removes members from an elastic group that uses a member list.
+func (c *Client) DropMembers(ctx context.Context, stream, group string, members []string) (MembershipChange, error) {
+	if err := checkMemberNames(members); err != nil {
+		return MembershipChange{}, err
+	}
+	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+		if len(cfg.MemberMappings) > 0 {
+			return fmt.Errorf("%w: elastic group %q uses member mappings; change them with create-mapping instead", ErrMappedGroup, group)
+		}
+		for _, m := range members {
+			if !slices.Contains(cfg.Members, m) {
+				mc.Unchanged = append(mc.Unchanged, m)
+				continue
+			}
+			cfg.Members = slices.DeleteFunc(cfg.Members, func(x string) bool { return x == m })
+			mc.Changed = append(mc.Changed, m)
+		}
+		if len(mc.Changed) == 0 {
+			return fmt.Errorf("%w: none of %v is a member of elastic group %q (members: %v)", ErrMemberNotFound, members, group, cfg.Members)
+		}
+		return nil
+	})
+}
+
+func checkMemberNames(members []string) error {
+	if len(members) == 0 {
+		return invalid("members", "", "name at least one member")
+	}
+	for _, m := range members {
+		if err := ValidateName("member", m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetMappings replaces an elastic group's membership with explicit
+// mappings; every partition must be mapped exactly once.
+func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []MemberMapping) (MembershipChange, error) {
+	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+		check := StaticConfig{MaxMembers: cfg.MaxMembers, MemberMappings: mms}
+		if err := check.Validate(); err != nil {
+			return err
+		}
+		cfg.Members, cfg.MemberMappings = nil, mms
+		for _, mm := range mms {
+			mc.Changed = append(mc.Changed, mm.Member)
+		}
+		return nil
+	})
+}
+
+// DeleteMappings turns a mapped elastic group back into a balanced one,
+// with members (or, when members is empty, the members the mappings
+// named), so the group never ends up with no one to consume.
+func (c *Client) DeleteMappings(ctx context.Context, stream, group string, members []string) (MembershipChange, error) {
+	for _, m := range members {
+		if err := ValidateName("member", m); err != nil {
+			return MembershipChange{}, err
+		}
+	}
+	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+		if len(cfg.MemberMappings) == 0 {
+			return fmt.Errorf("%w: elastic group %q has no member mappings", ErrNotMapped, group)
+		}
+		list := members
+		if len(list) == 0 {
+			for _, mm := range cfg.MemberMappings {
+				list = append(list, mm.Member)
+			}
+		}
+		check := StaticConfig{MaxMembers: cfg.MaxMembers, Members: list}
+		if err := check.Validate(); err != nil {
+			return err
+		}
+		cfg.MemberMappings, cfg.Members = nil, slices.Clone(list)
+		mc.Changed = slices.Clone(list)
+		return nil
+	})
+}
+
+// ElasticInfo returns an elastic group's configuration, member states,
+// per-partition backlog in the work stream and its sourcing lag.
+func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
+	gi := GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
+	if _, err := c.streamInfo(ctx, stream); err != nil {
+		return gi, err
+	}
+	cfg, _, err := c.getElastic(ctx, stream, group)
+	if err != nil {
+		return gi, err
+	}
+	gi.fillConfig(cfg)
+	ws, err := c.js.Stream(ctx, gi.WorkStream)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return gi, fmt.Errorf("%w: work stream %s of elastic group %q is missing; delete and recreate the group", ErrStreamNotFound, gi.WorkStream, group)
+		}
+		return gi, err
+	}
+	// Per-subject counts of the work stream: it holds only what is not yet
+	// consumed, so this stays small while the group keeps up.
+	si, err := ws.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return gi, fmt.Errorf("work stream %s: %w", gi.WorkStream, err)
+	}
+	gi.Backlog = make([]uint64, cfg.MaxMembers)
+	for subj, n := range si.State.Subjects {
+		if _, p := StripPartition(subj); p >= 0 && p < cfg.MaxMembers {
+			gi.Backlog[p] += n
+		}
+	}
+	if len(si.Sources) > 0 && si.Sources[0] != nil {
+		lag := si.Sources[0].Lag
+		gi.SourcingLag = &lag
+	}
+	a := cfg.Assignment()
+	for _, m := range cfg.MemberNames() {
+		ci, err := c.consumerInfo(ctx, gi.WorkStream, m)
+		if err != nil {
+			return gi, err
+		}
+		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), m, ci))
+	}
+	return gi, nil
+}
+
+// ElasticMemberInfo returns one member's state.
+func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
+	gi, err := c.ElasticInfo(ctx, stream, group)
+	if err != nil {
+		return MemberStatus{}, err
+	}
+	for _, ms := range gi.Members {
+		if ms.Member == member {
+			return ms, nil
+		}
+	}
+	return MemberStatus{}, fmt.Errorf("%w: %q is not a member of elastic group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
+}
+
+// ElasticStepDown unpins the member's pinned instance.
+func (c *Client) ElasticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
+	ms, err := c.ElasticMemberInfo(ctx, stream, group, member)
+	if err != nil {
+		return StepDownResult{}, err
+	}
+	return c.stepDown(ctx, WorkStreamName(stream, group), ms)
+}
