@@ -3,9 +3,353 @@ package cg
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// JoinElastic starts an instance of member in an elastic group.
+// EventRebalanced: the member's partitions changed and the instance is
+// pulling from its consumer with the new ones (elastic groups).
+const EventRebalanced EventKind = "rebalanced"
+
+// errFilterOverlap is the server's refusal of a work-queue consumer whose
+// filters overlap another consumer's (JSConsumerWQConsumerNotUniqueErr).
+const errFilterOverlap = 10100
+
+// elasticState is what the controller goroutine of an elastic instance owns.
+type elasticState struct {
+	kick      chan struct{} // a reason to reconcile now (consumer deleted…)
+	ctrlDone  chan struct{}
+	advisory  *nats.Subscription
+	staleSeen map[string]time.Time // when a stale consumer was first seen
+	waitingOn string               // why the instance waits ("" when bound)
+}
+
+// JoinElastic starts an instance of member in an elastic group. Unlike a
+// static member it may start before it is added: it waits, says so, and
+// starts pulling as soon as the group's configuration names it. It follows
+// every membership change live: it lets go of the partitions it loses
+// before their new owner takes them, picks up the partitions it gains as
+// soon as their previous owner lets go, and keeps per-key order across the
+// handoff (only the message in flight may be seen twice). A configuration
+// value that does not parse or validate is reported and the last good one
+// kept; a change of partitions, filters or buffer caps stops the instance
+// with ErrConfigChanged; deleting the group stops it cleanly.
 func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
-	return nil, errors.New("not yet")
+	m := &Member{c: c, kind: "elastic", stream: stream, cstream: WorkStreamName(stream, group), group: group, member: member,
+		consumer: member, handler: h, done: make(chan struct{})}
+	opts, err := m.join(ctx, h, opts)
+	if err != nil {
+		return nil, err
+	}
+	m.opts = opts
+	cfg, _, err := c.getElastic(ctx, stream, group)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.js.Stream(ctx, m.cstream); err != nil {
+		return nil, fmt.Errorf("%w: work stream %s of elastic group %q: %v; delete and recreate the group", ErrStreamNotFound, m.cstream, group, err)
+	}
+	m.elastic = cfg
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	kv, err := c.bucket(ctx, ElasticBucket)
+	if err != nil {
+		m.cancel()
+		return nil, err
+	}
+	m.watcher, err = kv.Watch(m.ctx, Key(stream, group))
+	if err != nil {
+		m.cancel()
+		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
+	}
+	es := &elasticState{kick: make(chan struct{}, 1), ctrlDone: make(chan struct{}), staleSeen: map[string]time.Time{}}
+	m.es = es
+	// Consumer lifecycle advisories of the work stream wake a waiting
+	// instance the moment the consumer holding its partitions goes away.
+	adv := make(chan *nats.Msg, 256)
+	if sub, err := c.Conn().ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.*."+m.cstream+".*", adv); err == nil {
+		es.advisory = sub
+	}
+	m.emit(Event{Kind: EventJoined})
+	go m.runElastic(adv)
+	m.stopWith(ctx)
+	return m, nil
+}
+
+// kickReconcile asks an elastic instance's controller to look again.
+func (m *Member) kickReconcile() {
+	if m.es == nil {
+		return
+	}
+	select {
+	case m.es.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runElastic is the controller: it serialises configuration changes,
+// advisories and retries, and reconciles the instance's binding with the
+// member's partitions after each.
+func (m *Member) runElastic(adv <-chan *nats.Msg) {
+	es := m.es
+	defer close(es.ctrlDone)
+	defer func() {
+		if es.advisory != nil {
+			_ = es.advisory.Unsubscribe()
+		}
+	}()
+	var retry <-chan time.Time
+	backoff := 20 * time.Millisecond
+	again := func(d time.Duration) {
+		if d <= 0 {
+			retry, backoff = nil, 20*time.Millisecond
+			return
+		}
+		retry = time.After(d)
+	}
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case e, ok := <-m.watcher.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue
+			}
+			switch e.Operation() {
+			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+				go m.stop(nil, "group deleted")
+				return
+			}
+			cfg, err := decodeElastic(e.Key(), e.Value())
+			if err != nil {
+				m.emit(Event{Kind: EventWarning, Err: err, Reason: "ignoring an unusable configuration, keeping the last good one: " + err.Error()})
+				continue
+			}
+			m.mu.Lock()
+			cur := m.elastic
+			m.mu.Unlock()
+			if !cur.SameShape(cfg) {
+				go m.stop(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(cur.ShapeDiff(cfg), ", ")), "configuration changed")
+				return
+			}
+			m.mu.Lock()
+			m.elastic = cfg
+			m.mu.Unlock()
+			again(m.reconcile())
+		case <-adv:
+			if m.es.waitingOn != "" {
+				again(m.reconcile())
+			}
+		case <-es.kick:
+			again(m.reconcile())
+		case <-retry:
+			d := m.reconcile()
+			if d > 0 {
+				// Back off while the same wait goes on, up to a second:
+				// advisories usually wake us well before.
+				backoff = min(max(backoff*2, d), time.Second)
+				d = backoff
+			}
+			again(d)
+		}
+	}
+}
+
+// reconcile makes the binding match the member's partitions in the current
+// configuration. It returns when to look again (0: nothing to wait for).
+func (m *Member) reconcile() time.Duration {
+	m.mu.Lock()
+	cfg := m.elastic
+	b := m.bound
+	m.mu.Unlock()
+	want := cfg.MemberFilters(m.member)
+	parts := cfg.Assignment().MemberPartitions(m.member)
+	if b != nil && len(want) > 0 && slices.Equal(b.filters, want) {
+		// Still right, unless the consumer went away under us.
+		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+		_, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+		cancel()
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return 0
+		}
+		m.release(releaseKeep)
+		b = nil
+	}
+	if b != nil {
+		// Let go first: the partitions we lose must be free before their
+		// new owner can take them (work-queue filters never overlap), and
+		// the ones we gain must start from their oldest message, which our
+		// consumer may be past. So the pinned instance, once the message in
+		// hand is acked, deletes the consumer; it is recreated below.
+		m.release(releaseDelete)
+	}
+	m.mu.Lock()
+	m.partitions = parts
+	m.mu.Unlock()
+	if len(want) == 0 {
+		reason := "not a member of the group; waiting to be added"
+		if cfg.IsMember(m.member) {
+			reason = "member owns no partitions"
+		}
+		m.setWaiting(reason)
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	switch {
+	case err == nil && compatible(cons.CachedInfo().Config, want):
+		return m.attachElastic(want, parts)
+	case err == nil:
+		// Our consumer with stale partitions: whoever is pinned deletes it
+		// after acking the message in hand. With nothing in hand, anyone
+		// may; if the pinned instance is gone, we do after the ack wait.
+		ci := cons.CachedInfo()
+		if ci.NumAckPending > 0 && !m.staleTooLong(m.consumer) {
+			m.setWaiting("waiting for the pinned instance to finish its message and let go of the old partitions")
+			return 50 * time.Millisecond
+		}
+		m.deleteConsumerIf(ctx, m.consumer, ci.Config)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case m.ctx.Err() != nil:
+		return 0
+	default:
+		m.emit(Event{Kind: EventWarning, Err: err, Reason: "looking up consumer: " + err.Error()})
+		return 250 * time.Millisecond
+	}
+	_, err = m.c.js.CreateConsumer(ctx, m.cstream, m.consumerConfig(want))
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return m.attachElastic(want, parts)
+	case errors.Is(err, jetstream.ErrConsumerExists):
+		return 10 * time.Millisecond // another instance made it just now
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errFilterOverlap:
+		if m.clearStale(ctx, cfg, want) {
+			return 10 * time.Millisecond
+		}
+		m.setWaiting("waiting for the previous owner to let go of partitions " + Ranges(parts))
+		return 100 * time.Millisecond
+	case m.ctx.Err() != nil:
+		return 0
+	default:
+		m.emit(Event{Kind: EventWarning, Err: err, Reason: "creating consumer: " + err.Error()})
+		return 250 * time.Millisecond
+	}
+}
+
+// Ranges renders partitions compactly: 0-4,7.
+func Ranges(ps []int) string {
+	var parts []string
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(ps[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ps[i], ps[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m *Member) attachElastic(want []string, parts []int) time.Duration {
+	if m.stopping.Load() {
+		return 0
+	}
+	if err := m.attach(want); err != nil {
+		m.emit(Event{Kind: EventWarning, Err: err, Reason: err.Error()})
+		return 250 * time.Millisecond
+	}
+	delete(m.es.staleSeen, m.consumer)
+	m.es.waitingOn = ""
+	m.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + Ranges(parts)})
+	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
+	return 0
+}
+
+func (m *Member) setWaiting(reason string) {
+	if m.es.waitingOn == reason {
+		return
+	}
+	m.es.waitingOn = reason
+	m.emit(Event{Kind: EventWaiting, Reason: reason})
+}
+
+// staleTooLong reports whether consumer name has been seen with stale
+// partitions for longer than the ack wait: its pinned instance is gone.
+func (m *Member) staleTooLong(name string) bool {
+	first, ok := m.es.staleSeen[name]
+	if !ok {
+		m.es.staleSeen[name] = time.Now()
+		return false
+	}
+	return time.Since(first) > m.opts.AckWait+time.Second
+}
+
+// deleteConsumerIf deletes consumer name if it still has the given
+// configuration's filters (not one an instance has just recreated).
+func (m *Member) deleteConsumerIf(ctx context.Context, name string, seen jetstream.ConsumerConfig) bool {
+	cons, err := m.c.js.Consumer(ctx, m.cstream, name)
+	if err != nil || !sameFilters(consumerFilters(cons.CachedInfo().Config), consumerFilters(seen)) {
+		return false
+	}
+	if err := m.c.js.DeleteConsumer(ctx, m.cstream, name); err != nil {
+		return false
+	}
+	delete(m.es.staleSeen, name)
+	return true
+}
+
+// clearStale deletes consumers on the work stream that hold some of our
+// partitions but no longer should: those of members dropped from the
+// group, and those whose partitions changed with nothing in hand (or whose
+// pinned instance is gone). It reports whether it deleted any.
+func (m *Member) clearStale(ctx context.Context, cfg ElasticConfig, want []string) bool {
+	s, err := m.c.js.Stream(ctx, m.cstream)
+	if err != nil {
+		return false
+	}
+	mine := map[string]bool{}
+	for _, f := range want {
+		p, _, _ := strings.Cut(f, ".")
+		mine[p] = true
+	}
+	deleted := false
+	for ci := range s.ListConsumers(ctx).Info() {
+		if ci.Name == m.consumer {
+			continue
+		}
+		overlaps := false
+		for _, f := range consumerFilters(ci.Config) {
+			if p, _, _ := strings.Cut(f, "."); mine[p] {
+				overlaps = true
+				break
+			}
+		}
+		if !overlaps {
+			continue
+		}
+		stale := !cfg.IsMember(ci.Name) || !sameFilters(consumerFilters(ci.Config), cfg.MemberFilters(ci.Name))
+		if !stale {
+			continue
+		}
+		if cfg.IsMember(ci.Name) && ci.NumAckPending > 0 && !m.staleTooLong(ci.Name) {
+			continue // its pinned instance is finishing a message
+		}
+		if m.deleteConsumerIf(ctx, ci.Name, ci.Config) {
+			deleted = true
+		}
+	}
+	return deleted
 }

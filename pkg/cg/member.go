@@ -124,36 +124,74 @@ type Handler func(ctx context.Context, msg *Msg)
 
 // Member is one running instance of a group member.
 type Member struct {
-	c        *Client
-	stream   string
-	group    string
-	member   string
+	c       *Client
+	kind    string // "static" or "elastic"
+	stream  string // the group's stream
+	cstream string // the stream the member consumer lives on
+	group   string
+	member  string
+	// consumer is the member consumer's name.
 	consumer string
 	opts     JoinOptions
 	handler  Handler
-
-	cfg        StaticConfig
-	partitions []int
 
 	ctx    context.Context // cancelled on Stop: tells the handler to wrap up
 	cancel context.CancelFunc
 
 	watcher  jetstream.KeyWatcher
 	stopping atomic.Bool
-	puller   *puller
+
+	mu         sync.Mutex
+	static     StaticConfig
+	elastic    ElasticConfig
+	partitions []int
+	bound      *binding // the consumer this instance pulls from, if any
+	es         *elasticState
+	pinID      string
+	stopErr    error
+	once       sync.Once
+	done       chan struct{}
+}
+
+// binding is an instance's attachment to the member consumer: its pull
+// loop and handler loop.
+type binding struct {
+	filters []string
+	puller  *puller
 	// work carries pulled messages to the handler loop. Messages are
 	// handled serially, in delivery order; parallel per-partition lanes
 	// would fan out from here, one loop per lane.
 	work       chan *nats.Msg
+	releasing  atomic.Bool
 	stopPull   chan struct{}
 	pullDone   chan struct{}
 	handleDone chan struct{}
+}
 
-	mu      sync.Mutex
-	pinID   string
-	stopErr error
-	once    sync.Once
-	done    chan struct{}
+func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOptions, error) {
+	if h == nil {
+		return opts, errors.New("a message handler is required")
+	}
+	for _, n := range [][2]string{{"stream", m.stream}, {"group", m.group}, {"member", m.member}} {
+		if err := ValidateName(n[0], n[1]); err != nil {
+			return opts, err
+		}
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return opts, err
+	}
+	v, err := m.c.ServerVersion()
+	if err != nil {
+		return opts, err
+	}
+	if err := CheckServerVersion(v, false); err != nil {
+		return opts, err
+	}
+	if _, err := m.c.streamInfo(ctx, m.stream); err != nil {
+		return opts, err
+	}
+	return opts, nil
 }
 
 // JoinStatic starts an instance of member in a static group: it binds to
@@ -161,28 +199,13 @@ type Member struct {
 // h. It returns once the instance is pulling; watch Done for its end.
 // Cancelling ctx stops the instance as Stop does.
 func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
-	if h == nil {
-		return nil, errors.New("a message handler is required")
-	}
-	for _, n := range [][2]string{{"stream", stream}, {"group", group}, {"member", member}} {
-		if err := ValidateName(n[0], n[1]); err != nil {
-			return nil, err
-		}
-	}
-	opts, err := opts.withDefaults()
+	m := &Member{c: c, kind: "static", stream: stream, cstream: stream, group: group, member: member,
+		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{})}
+	opts, err := m.join(ctx, h, opts)
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.ServerVersion()
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckServerVersion(v, false); err != nil {
-		return nil, err
-	}
-	if _, err := c.streamInfo(ctx, stream); err != nil {
-		return nil, err
-	}
+	m.opts = opts
 	cfg, _, err := c.getStatic(ctx, stream, group)
 	if err != nil {
 		return nil, err
@@ -190,13 +213,8 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if !cfg.IsMember(member) {
 		return nil, fmt.Errorf("%w: %q is not a member of static group %q (members: %v); static membership is fixed at creation", ErrMemberNotFound, member, group, cfg.MemberNames())
 	}
-	m := &Member{
-		c: c, stream: stream, group: group, member: member,
-		consumer: StaticConsumerName(group, member),
-		opts:     opts, handler: h, cfg: cfg,
-		partitions: cfg.Assignment().MemberPartitions(member),
-		done:       make(chan struct{}),
-	}
+	m.static = cfg
+	m.partitions = cfg.Assignment().MemberPartitions(member)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 
 	kv, err := c.bucket(ctx, StaticBucket)
@@ -205,10 +223,11 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	}
 	m.watcher, err = kv.Watch(m.ctx, Key(stream, group))
 	if err != nil {
+		m.cancel()
 		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
 	}
-	if len(m.partitions) > 0 {
-		if err := m.bind(ctx); err != nil {
+	if filters := cfg.MemberFilters(member); len(filters) > 0 {
+		if err := m.bindStatic(ctx, filters); err != nil {
 			_ = m.watcher.Stop()
 			m.cancel()
 			return nil, err
@@ -218,9 +237,17 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if len(m.partitions) == 0 {
 		m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
 	} else {
-		m.emit(Event{Kind: EventWaiting, Reason: "standby until the server pins this instance"})
+		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	}
-	go m.watch()
+	go m.watchStatic()
+	m.stopWith(ctx)
+	return m, nil
+}
+
+const reasonStandby = "standby until the server pins this instance"
+
+// stopWith stops the instance when ctx is cancelled.
+func (m *Member) stopWith(ctx context.Context) {
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -228,14 +255,14 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		case <-m.done:
 		}
 	}()
-	return m, nil
 }
 
-// consumerConfig is the member consumer's configuration.
-func (m *Member) consumerConfig() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:        m.consumer,
-		FilterSubjects: m.cfg.MemberFilters(m.member),
+// consumerConfig is the member consumer's configuration: the reference
+// CLI's settings, so that cg and reference instances of one member create
+// identical consumers and can stand by for each other.
+func (m *Member) consumerConfig(filters []string) jetstream.ConsumerConfig {
+	cc := jetstream.ConsumerConfig{
+		FilterSubjects: filters,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        m.opts.AckWait,
 		MaxAckPending:  m.opts.MaxAckPending,
@@ -243,6 +270,14 @@ func (m *Member) consumerConfig() jetstream.ConsumerConfig {
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
 		PinnedTTL:      m.opts.PinnedTTL,
 	}
+	if m.kind == "static" {
+		cc.Durable = m.consumer
+	} else {
+		// Not durable: it goes away by inactivity once every instance of
+		// the member has stopped, as the reference's does.
+		cc.Name = m.consumer
+	}
+	return cc
 }
 
 func consumerFilters(cc jetstream.ConsumerConfig) []string {
@@ -254,62 +289,77 @@ func consumerFilters(cc jetstream.ConsumerConfig) []string {
 	return fs
 }
 
+func sameFilters(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 // compatible: same partitions, pinned in PCG. Other settings (ack wait,
 // TTL) may differ: the first instance's consumer wins, so instances started
 // with other flags, or by the reference library, still stand by together.
-func compatible(have, want jetstream.ConsumerConfig) bool {
-	return slices.Equal(consumerFilters(have), consumerFilters(want)) &&
+func compatible(have jetstream.ConsumerConfig, filters []string) bool {
+	return sameFilters(consumerFilters(have), filters) &&
 		slices.Contains(have.PriorityGroups, PriorityGroup) &&
 		have.PriorityPolicy == jetstream.PriorityPolicyPinned
 }
 
-// bind creates the member consumer, or binds to an existing compatible
-// one, and starts pulling.
-func (m *Member) bind(ctx context.Context) error {
-	want := m.consumerConfig()
-	cons, err := m.c.js.CreateConsumer(ctx, m.stream, want)
+// bindStatic creates the member consumer, or binds to an existing
+// compatible one, and starts pulling.
+func (m *Member) bindStatic(ctx context.Context, filters []string) error {
+	want := m.consumerConfig(filters)
+	cons, err := m.c.js.CreateConsumer(ctx, m.cstream, want)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = m.c.js.Consumer(ctx, m.stream, m.consumer)
-		if err == nil && !compatible(cons.CachedInfo().Config, want) {
+		cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer)
+		if err == nil && !compatible(cons.CachedInfo().Config, filters) {
 			// A leftover from an earlier group of the same name.
-			_, err = m.c.js.UpdateConsumer(ctx, m.stream, want)
+			_, err = m.c.js.UpdateConsumer(ctx, m.cstream, want)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", m.consumer, m.stream, err)
+		return fmt.Errorf("consumer %s on %s: %w", m.consumer, m.cstream, err)
 	}
-	m.puller, err = newPuller(m)
+	return m.attach(filters)
+}
+
+// attach starts pulling from the member consumer with the given filters.
+func (m *Member) attach(filters []string) error {
+	p, err := newPuller(m)
 	if err != nil {
 		return err
 	}
-	m.work = make(chan *nats.Msg, cap(m.puller.in))
-	m.stopPull, m.pullDone, m.handleDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	b := &binding{filters: filters, puller: p, work: make(chan *nats.Msg, cap(p.in)),
+		stopPull: make(chan struct{}), pullDone: make(chan struct{}), handleDone: make(chan struct{})}
 	go func() {
-		defer close(m.pullDone)
-		m.puller.run(m.stopPull, m.work)
+		defer close(b.pullDone)
+		p.run(b.stopPull, b.work)
 	}()
-	go m.handleLoop()
+	go m.handleLoop(b)
+	m.mu.Lock()
+	m.bound = b
+	m.mu.Unlock()
 	return nil
 }
 
 // handleLoop hands each pulled message to the handler, in order. Once the
-// instance is stopping it naks what is left instead, so the next pinned
-// instance gets it at once.
-func (m *Member) handleLoop() {
-	defer close(m.handleDone)
+// binding is being released it naks what is left instead, so the next
+// owner (or pinned instance) gets it at once.
+func (m *Member) handleLoop(b *binding) {
+	defer close(b.handleDone)
 	for {
 		select {
-		case raw := <-m.work:
-			if m.stopping.Load() {
+		case raw := <-b.work:
+			if b.releasing.Load() || m.stopping.Load() {
 				_ = raw.Nak()
 				continue
 			}
 			subject, p := StripPartition(raw.Subject)
-			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: m.puller.nc}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
-		case <-m.pullDone:
+			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: b.puller.nc}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+		case <-b.pullDone:
 			for {
 				select {
-				case raw := <-m.work:
+				case raw := <-b.work:
 					_ = raw.Nak()
 				default:
 					return
@@ -317,6 +367,64 @@ func (m *Member) handleLoop() {
 			}
 		}
 	}
+}
+
+// releaseHow says what a release does with the pin and the consumer.
+type releaseHow int
+
+const (
+	releaseKeep   releaseHow = iota // leave the pin to expire (or to others)
+	releaseUnpin                    // hand the pin over now
+	releaseDelete                   // delete the member consumer
+)
+
+// release detaches from the consumer: it asks for nothing more but keeps
+// listening, lets the handler finish the message in hand, naks the rest,
+// and then, when this instance holds the pin, hands it over (unpin) or
+// deletes the consumer, before it stops listening. It returns whether the
+// instance held the pin.
+func (m *Member) release(how releaseHow) (wasPinned bool) {
+	m.mu.Lock()
+	b := m.bound
+	m.bound = nil
+	m.mu.Unlock()
+	if b == nil {
+		return false
+	}
+	b.releasing.Store(true)
+	close(b.stopPull)
+	<-b.pullDone
+	<-b.handleDone // the message in hand is finished and acked
+	m.mu.Lock()
+	pin := m.pinID
+	m.mu.Unlock()
+	if b.puller.drain() && pin == "" {
+		pin = "(pinned while leaving)"
+	}
+	if pin != "" {
+		// Only the pinned instance acts: an unpin is not addressed to a
+		// pin id, so a standby must never send one.
+		switch how {
+		case releaseUnpin:
+			if m.unpin() == nil {
+				m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "released on stop"})
+			}
+		case releaseDelete:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer); err == nil &&
+				sameFilters(consumerFilters(cons.CachedInfo().Config), b.filters) {
+				_ = m.c.js.DeleteConsumer(ctx, m.cstream, m.consumer)
+			}
+			cancel()
+		}
+		// Messages sent to us before that arrive before its reply.
+		b.puller.drain()
+	}
+	b.puller.close()
+	m.mu.Lock()
+	m.pinID = ""
+	m.mu.Unlock()
+	return pin != ""
 }
 
 // notePin records the pin id a message came with, reporting a new pin.
@@ -342,13 +450,14 @@ func (m *Member) lostPin(reason string) {
 	m.mu.Unlock()
 	if had != "" {
 		m.emit(Event{Kind: EventPinLost, PinID: had, Reason: reason})
-		m.emit(Event{Kind: EventWaiting, Reason: "standby until the server pins this instance"})
+		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	}
 }
 
-// watch follows the group's KV entry: a deletion stops the instance
-// cleanly, any change stops it with an error (static membership is fixed).
-func (m *Member) watch() {
+// watchStatic follows a static group's KV entry: a deletion stops the
+// instance cleanly, any change stops it with an error (static membership
+// is fixed).
+func (m *Member) watchStatic() {
 	for {
 		select {
 		case <-m.done:
@@ -362,16 +471,16 @@ func (m *Member) watch() {
 			}
 			switch e.Operation() {
 			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				m.stop(nil, "group deleted")
+				go m.stop(nil, "group deleted")
 				return
 			}
 			cfg, err := decodeStatic(e.Key(), e.Value())
 			if err != nil {
-				m.stop(err, "stored configuration unusable")
+				go m.stop(err, "stored configuration unusable")
 				return
 			}
-			if !cfg.Equal(m.cfg) {
-				m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), m.cfg.Diff(cfg)), "configuration changed")
+			if !cfg.Equal(m.static) {
+				go m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), m.static.Diff(cfg)), "configuration changed")
 				return
 			}
 		}
@@ -388,7 +497,9 @@ func (m *Member) emit(e Event) {
 		e.Consumer = m.consumer
 	}
 	if e.Partitions == nil {
-		e.Partitions = m.partitions
+		m.mu.Lock()
+		e.Partitions = slices.Clone(m.partitions)
+		m.mu.Unlock()
 	}
 	m.opts.OnEvent(e)
 }
@@ -396,7 +507,7 @@ func (m *Member) emit(e Event) {
 // Stop stops the instance gracefully: no new message is taken, the message
 // in hand is finished by the handler, and if this instance holds the pin it
 // is released so a standby takes over at once. Stop waits for all that, so
-// a handler must not call it: cancel the context given to JoinStatic instead.
+// a handler must not call it: cancel the context given to the join instead.
 func (m *Member) Stop() { m.stop(nil, reasonStopRequested) }
 
 const reasonStopRequested = "stop requested"
@@ -405,44 +516,28 @@ func (m *Member) stop(err error, reason string) {
 	m.once.Do(func() {
 		m.stopping.Store(true)
 		m.cancel()
-		if m.puller != nil {
-			// Ask for nothing more, but keep listening: whatever the server
-			// sends until the pin is released is handed back, not lost.
-			close(m.stopPull)
-			<-m.pullDone
-			<-m.handleDone // the message in hand is finished and acked
-			m.mu.Lock()
-			pin := m.pinID
-			m.mu.Unlock()
-			if m.puller.drain() && pin == "" {
-				pin = "(pinned while stopping)"
-			}
-			if pin != "" && reason == reasonStopRequested {
-				// Only the pinned instance releases: an unpin is not
-				// addressed to a pin id, so a standby must never send one.
-				if uerr := m.unpin(); uerr == nil {
-					m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "released on stop"})
-				}
-				// Messages sent to us before the release arrive before its
-				// reply: hand them back too.
-				m.puller.drain()
-			}
-			m.puller.close()
+		if m.es != nil {
+			<-m.es.ctrlDone // no rebinding behind our back
 		}
+		how := releaseKeep
+		if reason == reasonStopRequested {
+			how = releaseUnpin
+		}
+		m.release(how)
 		m.mu.Lock()
-		m.pinID = ""
 		m.stopErr = err
 		m.mu.Unlock()
 		_ = m.watcher.Stop()
 		m.emit(Event{Kind: EventStopped, Err: err, Reason: reason})
 		close(m.done)
 	})
+	<-m.done
 }
 
 func (m *Member) unpin() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := m.c.js.Stream(ctx, m.stream)
+	s, err := m.c.js.Stream(ctx, m.cstream)
 	if err != nil {
 		return err
 	}
@@ -465,8 +560,12 @@ func (m *Member) Wait() error {
 	return m.Err()
 }
 
-// Partitions are the partitions this member owns.
-func (m *Member) Partitions() []int { return slices.Clone(m.partitions) }
+// Partitions are the partitions this member owns now.
+func (m *Member) Partitions() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.partitions)
+}
 
 // PinID is the pin id this instance was last delivered under ("" when it
 // is not, as far as it knows, the pinned instance).

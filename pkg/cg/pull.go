@@ -113,7 +113,7 @@ func newPuller(m *Member) (*puller, error) {
 	p := &puller{
 		m:       m,
 		nc:      nc,
-		subject: fmt.Sprintf("%sCONSUMER.MSG.NEXT.%s.%s", apiPrefix(m.c.js), m.stream, m.consumer),
+		subject: fmt.Sprintf("%sCONSUMER.MSG.NEXT.%s.%s", apiPrefix(m.c.js), m.cstream, m.consumer),
 		inbox:   nc.NewInbox(),
 		// One long-lived request rather than one per message: the server
 		// sends the next message the moment the last is acked, and the
@@ -197,9 +197,16 @@ func (p *puller) status(msg *nats.Msg) bool {
 	case "409":
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
-		if !strings.Contains(desc, "Leadership Change") {
+		if strings.Contains(desc, "Consumer Deleted") && p.m.kind == "elastic" {
+			// Rebalancing: another instance deleted the member consumer.
+			p.m.kickReconcile()
+		} else if !strings.Contains(desc, "Leadership Change") {
 			p.m.emit(Event{Kind: EventWarning, Reason: "pull refused: " + desc, Err: errors.New(desc)})
 		}
+	case "503": // no responders: the consumer is gone
+		p.outstanding = false
+		p.retryAt = time.Now().Add(250 * time.Millisecond)
+		p.m.kickReconcile()
 	default:
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
