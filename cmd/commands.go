@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/demo"
+	"github.com/cg-dev/cg/cmd/elastic"
 	"github.com/cg-dev/cg/cmd/internal/factory"
 	"github.com/cg-dev/cg/cmd/publish"
 	"github.com/cg-dev/cg/cmd/server"
@@ -15,6 +16,7 @@ import (
 func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 	root.AddCommand(
 		static.NewCmd(f),
+		elastic.NewCmd(f),
 		demo.NewCmd(f),
 		publish.NewCmd(f),
 		server.NewCmd(f),

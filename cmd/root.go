@@ -56,7 +56,9 @@ cg connects like the nats CLI: --server or NATS_URL, --context or the selected
 nats context, then nats://127.0.0.1:4222. 'cg server' starts a local server.`,
 		Example: `  cg server
   cg static create balanced orders workers 10 m1 m2
-  cg static consume orders workers m1`,
+  cg static consume orders workers m1
+  cg elastic create orders billing 10 --filter 'orders.*:1'
+  cg elastic add orders billing m1 m2`,
 		Version:       versionLine(),
 		SilenceErrors: true,
 		SilenceUsage:  true,

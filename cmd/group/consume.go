@@ -140,7 +140,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		}
 		if o.F.JSON {
 			el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
-			if e.Kind == cg.EventJoined {
+			if e.Kind == cg.EventJoined || e.Kind == cg.EventRebalanced {
 				el.Partitions = e.Partitions
 			}
 			if e.Err != nil {
@@ -153,6 +153,12 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		switch e.Kind {
 		case cg.EventJoined:
 			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind.Name, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
+			if o.Kind.WorkStream != nil {
+				// An elastic instance learns its partitions as it binds: see rebalanced.
+				line = fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind.Name, o.Group, o.Stream, who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
+			}
+		case cg.EventRebalanced:
+			line = cs.Green("rebalanced") + ": partitions " + Ranges(e.Partitions)
 		case cg.EventWaiting:
 			line = cs.Yellow("waiting") + ": " + e.Reason
 		case cg.EventPinned:

@@ -27,9 +27,9 @@ func NewCmdDelete(f *factory.Factory, k Kind, runF func(context.Context, *Delete
 	cmd := &cobra.Command{
 		Use:     "delete <stream> <group>",
 		Aliases: []string{"rm"},
-		Short:   fmt.Sprintf("Delete a %s group: its stored configuration and its member consumers", k.Name),
-		Long: fmt.Sprintf("Delete a %s group: its stored configuration and its own member consumers, nothing else.\n"+
-			"Running members stop cleanly. It asks for confirmation on a terminal; elsewhere it needs --force.", k.Name),
+		Short:   fmt.Sprintf("Delete %s group: its stored configuration and %s", k.article(), shortOwns(k)),
+		Long: fmt.Sprintf("Delete %s group and nothing else: its stored configuration and\n%s.\n"+
+			"Running members stop cleanly. It asks for confirmation on a terminal; elsewhere it needs --force.", k.article(), k.Owns),
 		Example: fmt.Sprintf("  cg %s delete ORDERS fulfillment\n  cg %s rm ORDERS fulfillment --force", k.Name, k.Name),
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,7 +58,7 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if !o.Force {
-		fmt.Fprintf(ios.ErrOut, "Delete %s group %s on stream %s and its member consumers? [y/N] ", o.Kind.Name, o.Group, o.Stream)
+		fmt.Fprintf(ios.ErrOut, "Delete %s group %s on stream %s and %s? [y/N] ", o.Kind.Name, o.Group, o.Stream, shortOwns(o.Kind))
 		line, _ := bufio.NewReader(ios.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(ios.ErrOut, "not deleted")
@@ -73,9 +73,18 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 		return render.JSON(ios.Out, res)
 	}
 	fmt.Fprintf(ios.ErrOut, "deleted %s group %s on %s (key %s", o.Kind.Name, o.Group, o.Stream, res.Key)
+	if res.WorkStream != "" {
+		fmt.Fprintf(ios.ErrOut, ", work stream %s", res.WorkStream)
+	}
 	if len(res.Consumers) > 0 {
 		fmt.Fprintf(ios.ErrOut, ", consumers %s", strings.Join(res.Consumers, " "))
 	}
 	fmt.Fprintln(ios.ErrOut, ")")
 	return nil
+}
+
+// shortOwns is Kind.Owns without its parenthesised detail.
+func shortOwns(k Kind) string {
+	s, _, _ := strings.Cut(k.Owns, " (")
+	return s
 }

@@ -28,7 +28,7 @@ func NewCmdInfo(f *factory.Factory, k Kind, runF func(context.Context, *InfoOpti
 	opts := &InfoOptions{F: f, Kind: k, Now: time.Now}
 	return &cobra.Command{
 		Use:     "info <stream> <group>",
-		Short:   fmt.Sprintf("Show a %s group: who owns which partitions, pins, standbys and backlog", k.Name),
+		Short:   fmt.Sprintf("Show %s group: who owns which partitions, pins, standbys and backlog", k.article()),
 		Example: fmt.Sprintf("  cg %s info ORDERS fulfillment\n  cg %s info ORDERS fulfillment --json", k.Name, k.Name),
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,28 +55,100 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 		return render.JSON(ios.Out, gi)
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
-	filters := gi.Filters
+	elastic := gi.Backlog != nil
 	kv := render.NewKeyValues(ios.Out)
 	kv.Add("Group", cs.Bold(gi.Group)+" ("+gi.Kind+")")
 	kv.Add("Stream", gi.Stream)
+	if elastic {
+		kv.Add("Work stream", gi.WorkStream)
+	}
 	kv.Add("Partitions", fmt.Sprintf("%d, %s", gi.Partitions, gi.Mode))
-	kv.Add("Filters", strings.Join(filters, " "))
+	kv.Add("Filters", strings.Join(infoFilters(gi), " "))
 	kv.Add("Ownership", partitionMap(cs, gi))
+	if elastic {
+		kv.Add("Backlog", backlogLine(cs, gi))
+		lag := "unknown (the work stream reports no source)"
+		if gi.SourcingLag != nil {
+			lag = strconv.FormatUint(*gi.SourcingLag, 10) + " messages"
+		}
+		kv.Add("Sourcing lag", lag)
+	}
 	if err := kv.Render(); err != nil {
 		return err
 	}
 	fmt.Fprintln(ios.Out)
-	t := render.NewTable(ios.Out, "MEMBER", "PARTITIONS", "STATUS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING")
+	headers := []string{"MEMBER", "PARTITIONS", "STATUS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING"}
+	if elastic {
+		headers = append(headers, "BACKLOG")
+	}
+	t := render.NewTable(ios.Out, headers...)
 	for _, ms := range gi.Members {
-		t.AddRow(cs.Member(ms.Member), Ranges(ms.Partitions), status(cs, ms), pinned(ms, o.Now()),
-			strconv.Itoa(ms.Standbys), strconv.FormatUint(ms.Pending, 10), strconv.Itoa(ms.AckPending))
+		row := []string{cs.Member(ms.Member), Ranges(ms.Partitions), status(cs, ms, elastic), pinned(ms, o.Now()),
+			strconv.Itoa(ms.Standbys), strconv.FormatUint(ms.Pending, 10), strconv.Itoa(ms.AckPending)}
+		if elastic {
+			var sum uint64
+			for _, p := range ms.Partitions {
+				if p >= 0 && p < len(gi.Backlog) {
+					sum += gi.Backlog[p]
+				}
+			}
+			row = append(row, strconv.FormatUint(sum, 10))
+		}
+		t.AddRow(row...)
+	}
+	if len(gi.Members) == 0 {
+		t.AddRow(cs.Yellow("(no members)"))
 	}
 	return t.Render()
+}
+
+// infoFilters are the group's filters; an elastic group's in the
+// create --filter syntax, so the hashed wildcards show.
+func infoFilters(gi cg.GroupInfo) []string {
+	ec, ok := gi.Config.(cg.ElasticConfig)
+	if !ok {
+		return gi.Filters
+	}
+	if len(ec.PartitioningFilters) == 0 {
+		return []string{"> (whole subject)"}
+	}
+	out := make([]string, len(ec.PartitioningFilters))
+	for i, pf := range ec.PartitioningFilters {
+		out[i] = pf.String()
+	}
+	return out
+}
+
+// backlogLine is the work stream's total backlog and each non-empty
+// partition's share, in its owner's color.
+func backlogLine(cs *render.ColorScheme, gi cg.GroupInfo) string {
+	var total uint64
+	var parts []string
+	for p, n := range gi.Backlog {
+		total += n
+		if n == 0 {
+			continue
+		}
+		cell := fmt.Sprintf("%d:%d", p, n)
+		if p < len(gi.Owners) && gi.Owners[p] != "" {
+			cell = cs.MemberColor(gi.Owners[p])(cell)
+		} else {
+			cell = cs.Red(cell + "?")
+		}
+		parts = append(parts, cell)
+	}
+	if total == 0 {
+		return "0 messages"
+	}
+	return fmt.Sprintf("%d messages in %d of %d partitions (partition:messages): %s", total, len(parts), len(gi.Backlog), strings.Join(parts, " "))
 }
 
 // partitionMap prints each partition number in its owner's color, so
 // ownership is visible at a glance; without color the table says it.
 func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
+	if len(gi.Members) == 0 {
+		return cs.Yellow("none: the group has no members")
+	}
 	var b strings.Builder
 	for p, m := range gi.Owners {
 		if p > 0 {
@@ -98,8 +170,13 @@ func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
 	return b.String()
 }
 
-func status(cs *render.ColorScheme, ms cg.MemberStatus) string {
+// status words a member's state. An elastic member's consumer goes away
+// by inactivity once its instances stop, so its absence means no instance
+// is running, not that none ever ran.
+func status(cs *render.ColorScheme, ms cg.MemberStatus, elastic bool) string {
 	switch {
+	case !ms.ConsumerExists && elastic:
+		return cs.Yellow("not running")
 	case !ms.ConsumerExists:
 		return cs.Yellow("never joined")
 	case ms.Active:

@@ -26,6 +26,19 @@ type Kind struct {
 	StepDown   func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.StepDownResult, error)
 	Delete     func(c *cg.Client, ctx context.Context, stream, group string) (cg.DeleteResult, error)
 	Join       func(c *cg.Client, ctx context.Context, stream, group, member string, h cg.Handler, o cg.JoinOptions) (*cg.Member, error)
+	// WorkStream names the stream the member consumers live on when it is
+	// not the group's own stream (elastic groups); nil for static groups.
+	WorkStream func(stream, group string) string
+	// Owns says what delete removes besides the stored configuration.
+	Owns string
+}
+
+// article is the kind's name with its indefinite article: "a static", "an elastic".
+func (k Kind) article() string {
+	if strings.ContainsRune("aeiou", rune(k.Name[0])) {
+		return "an " + k.Name
+	}
+	return "a " + k.Name
 }
 
 // Static is the static kind.
@@ -41,6 +54,26 @@ func Static() Kind {
 		StepDown:   (*cg.Client).StaticStepDown,
 		Delete:     (*cg.Client).DeleteStatic,
 		Join:       (*cg.Client).JoinStatic,
+		Owns:       "its member consumers (<group>-<member>)",
+	}
+}
+
+// Elastic is the elastic kind: members consume from the group's hidden
+// work-queue stream <stream>-<group>.
+func Elastic() Kind {
+	return Kind{
+		Name: "elastic",
+		List: (*cg.Client).ListElastic,
+		Config: func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupConfig, error) {
+			return c.ElasticConfig(ctx, stream, group)
+		},
+		Info:       (*cg.Client).ElasticInfo,
+		MemberInfo: (*cg.Client).ElasticMemberInfo,
+		StepDown:   (*cg.Client).ElasticStepDown,
+		Delete:     (*cg.Client).DeleteElastic,
+		Join:       (*cg.Client).JoinElastic,
+		WorkStream: cg.WorkStreamName,
+		Owns:       "its work-queue stream (<stream>-<group>, with the member consumers on it)",
 	}
 }
 
@@ -70,6 +103,32 @@ func Args(names ...string) cobra.PositionalArgs {
 	}
 }
 
+// ArgsVariadic checks positional arguments of the form <names...> <rest>...:
+// at least len(names), the first ones named and checked as Args does, the
+// extra ones checked as rest. Put rest among names too when one is required.
+func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		want := "<" + strings.Join(names, "> <") + ">"
+		if len(names) == 0 || names[len(names)-1] != rest {
+			want += " [" + rest + "...]"
+		} else {
+			want += "..."
+		}
+		if len(args) < len(names) {
+			return exitcode.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
+		}
+		if err := checkNames(names, args[:len(names)]); err != nil {
+			return err
+		}
+		extra := args[len(names):]
+		kinds := make([]string, len(extra))
+		for i := range kinds {
+			kinds[i] = rest
+		}
+		return checkNames(kinds, extra)
+	}
+}
+
 // checkNames validates stream, group and member names before any dial.
 func checkNames(names, args []string) error {
 	for i, n := range names {
@@ -82,6 +141,10 @@ func checkNames(names, args []string) error {
 	}
 	return nil
 }
+
+// Wrap words an engine error for people, as the shared verbs do: what
+// went wrong and which command shows more.
+func Wrap(err error, k Kind, stream, group string) error { return wrap(err, k, stream, group) }
 
 // wrap words engine errors for people: what went wrong and what to do.
 func wrap(err error, k Kind, stream, group string) error {

@@ -57,9 +57,13 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	kv.Add("Member", cs.Member(ms.Member))
 	kv.Add("Group", o.Group+" on "+o.Stream)
 	kv.Add("Partitions", fmt.Sprintf("%s (%d)", Ranges(ms.Partitions), len(ms.Partitions)))
-	kv.Add("Consumer", ms.Consumer)
+	consumer := ms.Consumer
+	if o.Kind.WorkStream != nil {
+		consumer += " on " + o.Kind.WorkStream(o.Stream, o.Group)
+	}
+	kv.Add("Consumer", consumer)
 	kv.Add("Filters", strings.Join(ms.Filters, " "))
-	kv.Add("Status", status(cs, ms))
+	kv.Add("Status", status(cs, ms, o.Kind.WorkStream != nil))
 	kv.Add("Pinned", pinned(ms, time.Now()))
 	kv.Add("Standbys", strconv.Itoa(ms.Standbys))
 	kv.Add("Pending", strconv.FormatUint(ms.Pending, 10))

@@ -17,6 +17,9 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 		Long: "Static groups attach one pinned consumer per member, named <group>-<member>, directly to a\n" +
 			"stream whose subject transform already puts {{partition(N,...)}} first. Membership is fixed at\n" +
 			"creation: to change it, delete and recreate the group.",
+		Example: "  cg static create balanced ORDERS fulfillment 10 m1 m2\n" +
+			"  cg static consume ORDERS fulfillment m1\n" +
+			"  cg static info ORDERS fulfillment",
 	}
 	create := &cobra.Command{
 		Use:   "create",

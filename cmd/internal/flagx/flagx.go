@@ -81,3 +81,35 @@ func (c *Count) Set(s string) error {
 	*c.p = v
 	return nil
 }
+
+// Int64 is a 64-bit integer flag with a minimum, for sizes and caps.
+type Int64 struct {
+	p       *int64
+	min     int64
+	example string
+}
+
+// Int64Var binds a 64-bit integer flag of at least min.
+func Int64Var(fs *pflag.FlagSet, p *int64, name string, def, min int64, example, usage string) {
+	*p = def
+	fs.Var(&Int64{p: p, min: min, example: example}, name, usage)
+}
+
+func (c *Int64) String() string { return strconv.FormatInt(*c.p, 10) }
+func (c *Int64) Type() string   { return "int" }
+
+// Set parses s, refusing values below the minimum.
+func (c *Int64) Set(s string) error {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number; write one such as %s", s, c.example)
+	}
+	if v < 0 && c.min == 0 {
+		return fmt.Errorf("%d is negative; write 0 or more, such as %s", v, c.example)
+	}
+	if v < c.min {
+		return fmt.Errorf("%d is below the minimum %d; write one such as %s", v, c.min, c.example)
+	}
+	*c.p = v
+	return nil
+}

@@ -1,0 +1,205 @@
+package elastic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/cmd/group"
+	"github.com/cg-dev/cg/cmd/internal/exitcode"
+	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// MembersOptions are the bound arguments of add and drop.
+type MembersOptions struct {
+	F             *factory.Factory
+	Stream, Group string
+	Members       []string
+	Drop          bool
+}
+
+// NewCmdAdd builds `cg elastic add <stream> <group> <member>...`.
+func NewCmdAdd(f *factory.Factory, runF func(context.Context, *MembersOptions) error) *cobra.Command {
+	return newCmdMembers(f, false, runF)
+}
+
+// NewCmdDrop builds `cg elastic drop <stream> <group> <member>...`.
+func NewCmdDrop(f *factory.Factory, runF func(context.Context, *MembersOptions) error) *cobra.Command {
+	return newCmdMembers(f, true, runF)
+}
+
+func newCmdMembers(f *factory.Factory, drop bool, runF func(context.Context, *MembersOptions) error) *cobra.Command {
+	opts := &MembersOptions{F: f, Drop: drop}
+	cmd := &cobra.Command{
+		Use:   "add <stream> <group> <member>...",
+		Short: "Add members to an elastic group; running members rebalance live",
+		Long: "Add members to an elastic group that uses a member list (not mappings), up to max-members.\n" +
+			"Partitions are re-split in contiguous blocks over the members sorted by name, so few move; running\n" +
+			"members hand over and take up partitions at once. Members already in the group are left as they\n" +
+			"are. It prints the membership that results and each partition that changed owner.",
+		Example: "  cg elastic add ORDERS fulfillment m1 m2\n  cg elastic add ORDERS fulfillment m3 --json",
+	}
+	if drop {
+		cmd.Use = "drop <stream> <group> <member>..."
+		cmd.Short = "Drop members from an elastic group; the others take over their partitions live"
+		cmd.Long = "Drop members from an elastic group that uses a member list (not mappings). Their running\n" +
+			"instances stop consuming and the remaining members take over their partitions at once. Names that\n" +
+			"are not members are reported; if none is, the command fails. It prints the membership that results\n" +
+			"and each partition that changed owner."
+		cmd.Example = "  cg elastic drop ORDERS fulfillment m1\n  cg elastic drop ORDERS fulfillment m2 m3 --json"
+	}
+	cmd.Args = group.ArgsVariadic("member", "stream", "group", "member")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
+		if runF != nil {
+			return runF(cmd.Context(), opts)
+		}
+		return membersRun(cmd.Context(), opts)
+	}
+	return cmd
+}
+
+// unique drops repeated names, first occurrence first.
+func unique(ss []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func membersRun(ctx context.Context, o *MembersOptions) error {
+	c, err := o.F.Client()
+	if err != nil {
+		return err
+	}
+	change, verb, prep, missing := c.AddMembers, "added", "to", "already a member"
+	if o.Drop {
+		change, verb, prep, missing = c.DropMembers, "dropped", "from", "not a member"
+	}
+	mc, err := change(ctx, o.Stream, o.Group, o.Members)
+	if err != nil {
+		return changeError(err, o.Stream, o.Group)
+	}
+	ios := o.F.IOStreams
+	if o.F.JSON {
+		return render.JSON(ios.Out, jsonChange(mc))
+	}
+	cs := render.NewColorScheme(ios.ColorEnabled())
+	if len(mc.Changed) > 0 {
+		fmt.Fprintf(ios.ErrOut, "%s %s %s elastic group %s on %s\n", verb, members(cs, mc.Changed), prep, o.Group, o.Stream)
+	}
+	for _, m := range mc.Unchanged {
+		fmt.Fprintf(ios.ErrOut, "%s: %s\n", cs.Member(m), missing)
+	}
+	return renderChange(o.F, cs, mc)
+}
+
+// changeError words a failed membership change. Invalid input for this
+// group (a bad mapping, more members than partitions) is a usage error.
+func changeError(err error, stream, grp string) error {
+	var ve *cg.ValidationError
+	if errors.As(err, &ve) {
+		return exitcode.NewUsageError(err)
+	}
+	switch {
+	case errors.Is(err, cg.ErrMappedGroup), errors.Is(err, cg.ErrNotMapped):
+		return fmt.Errorf("%w; see 'cg elastic info %s %s'", err, stream, grp)
+	}
+	return group.Wrap(err, group.Elastic(), stream, grp)
+}
+
+// jsonChange is the change with empty lists rather than nulls.
+func jsonChange(mc cg.MembershipChange) cg.MembershipChange {
+	for _, p := range []*[]string{&mc.Changed, &mc.Unchanged} {
+		if *p == nil {
+			*p = []string{}
+		}
+	}
+	if mc.Moves == nil {
+		mc.Moves = []cg.Move{}
+	}
+	if mc.Config.PartitioningFilters == nil {
+		mc.Config.PartitioningFilters = []cg.PartitioningFilter{}
+	}
+	return mc
+}
+
+func members(cs *render.ColorScheme, names []string) string {
+	out := make([]string, len(names))
+	for i, m := range names {
+		out[i] = cs.Member(m)
+	}
+	return strings.Join(out, " ")
+}
+
+// renderChange prints the membership a change left and the partitions it
+// moved, grouped into runs with the same old and new owner.
+func renderChange(f *factory.Factory, cs *render.ColorScheme, mc cg.MembershipChange) error {
+	ios := f.IOStreams
+	kv := render.NewKeyValues(ios.Out)
+	kv.Add("Members", membership(cs, mc.Config))
+	moved := "none"
+	if len(mc.Moves) > 0 {
+		moved = fmt.Sprintf("%d of %d partitions", len(mc.Moves), mc.Config.MaxMembers)
+	}
+	kv.Add("Moved", moved)
+	kv.Add("Revision", strconv.FormatUint(mc.Revision, 10))
+	if err := kv.Render(); err != nil {
+		return err
+	}
+	if len(mc.Moves) > 0 {
+		fmt.Fprintln(ios.Out)
+		t := render.NewTable(ios.Out, "PARTITIONS", "FROM", "TO")
+		for _, run := range moveRuns(mc.Moves) {
+			t.AddRow(group.Ranges(run.partitions), owner(cs, run.from), owner(cs, run.to))
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	if len(mc.Config.MemberNames()) == 0 {
+		fmt.Fprintf(ios.ErrOut, "%s: elastic group %s on %s has no members now; messages wait in its work stream until you add one\n",
+			cs.Yellow("warning"), mc.Group, mc.Stream)
+	}
+	return nil
+}
+
+func owner(cs *render.ColorScheme, m string) string {
+	if m == "" {
+		return "-"
+	}
+	return cs.Member(m)
+}
+
+type moveRun struct {
+	from, to   string
+	partitions []int
+}
+
+// moveRuns groups moves by (from, to), in order of first partition.
+func moveRuns(moves []cg.Move) []moveRun {
+	var runs []moveRun
+	index := map[[2]string]int{}
+	for _, mv := range moves {
+		k := [2]string{mv.From, mv.To}
+		i, ok := index[k]
+		if !ok {
+			i = len(runs)
+			index[k] = i
+			runs = append(runs, moveRun{from: mv.From, to: mv.To})
+		}
+		runs[i].partitions = append(runs[i].partitions, mv.Partition)
+	}
+	return runs
+}
