@@ -1,8 +1,10 @@
-// Package demo is `cg demo`: the seed article's static walkthrough in one
-// process with nothing installed. It starts an embedded server, partitions
-// a stream, creates a static group, runs member instances with a hot
-// standby, steps the pinned one down and then kills it, and checks by
-// counting that no message was lost and per-key order held throughout.
+// Package demo is `cg demo`: the seed article's walkthroughs in one process
+// with nothing installed. Both start an embedded server, publish keyed
+// traffic to ORDERS and check by counting that no message was lost and
+// per-key order held throughout. The static walkthrough partitions the
+// stream, runs a static group with a hot standby, steps the pinned
+// instance down and then kills it; the elastic one leaves the stream plain,
+// runs members before they are added and changes membership live.
 package demo
 
 import (
@@ -16,7 +18,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
@@ -30,14 +31,19 @@ import (
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// The walkthrough's names, as the seed article types them.
+// The walkthroughs' names, as the seed article types them.
 const (
 	streamName = "ORDERS"
 	groupName  = "fulfillment"
 	partitions = 10
 	subjects   = "orders.*"
-	transform  = "{{partition(10,1)}}.orders.{{wildcard(1)}}"
 	pattern    = "orders.{key}"
+)
+
+// The walkthroughs `cg demo` runs.
+const (
+	Static  = "static"
+	Elastic = "elastic"
 )
 
 // Bounds that keep the demo well inside a minute.
@@ -46,18 +52,23 @@ const (
 	maxAckWait   = 5 * time.Second
 	overallLimit = 55 * time.Second
 	drainLimit   = 15 * time.Second
+	// stepLimit bounds the wait for one step's effect (a handoff, a
+	// rebalance) to show in the handlers.
+	stepLimit = 10 * time.Second
 )
 
-// Options are the flags of demo.
+// Options are the argument and flags of demo.
 type Options struct {
-	IO      *iostreams.IOStreams
-	JSON    bool
-	Sleep   time.Duration
-	Keys    int
-	Rate    float64
-	Port    int
-	Phase   time.Duration
-	AckWait time.Duration
+	IO *iostreams.IOStreams
+	// Walkthrough is Static or Elastic.
+	Walkthrough string
+	JSON        bool
+	Sleep       time.Duration
+	Keys        int
+	Rate        float64
+	Port        int
+	Phase       time.Duration
+	AckWait     time.Duration
 	// Limit bounds the whole run.
 	Limit time.Duration
 }
@@ -68,29 +79,55 @@ func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f, nil) }
 func newCmdDemo(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Rate: 50, Limit: overallLimit}
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the static-group walkthrough in one process and check it by counting",
-		Long: `Run the seed article's static walkthrough in this one process, with nothing installed.
+		Use:   "demo [static|elastic]",
+		Short: "Run a walkthrough of the seed article in one process and check it by counting",
+		Long: `Run one of the seed article's walkthroughs in this one process, with nothing
+installed: static (the default) or elastic.
 
-It starts a NATS server with JetStream on loopback (random port, temporary
-store removed at the end), creates the stream ORDERS partitioned into 10 by
-customer key, creates the static group fulfillment balanced over members m1 and
-m2, and runs three instances, each on its own connection: m1 twice (one pinned,
-one hot standby) and m2 once. While keyed traffic flows it steps m1 down, then
-kills m1's pinned instance without a goodbye so the server fails over after the
-pinned TTL.
+Both start a NATS server with JetStream on loopback (random port, temporary
+store removed at the end), run every member instance on its own connection
+and publish keyed traffic to the stream ORDERS on orders.<customer>.
+
+static: ORDERS is partitioned into 10 by customer key with a subject
+transform, and the static group fulfillment is balanced over members m1 and
+m2. Three instances run: m1 twice (one pinned, one hot standby) and m2 once.
+While traffic flows it steps m1 down, then kills m1's pinned instance
+without a goodbye so the server fails over after the pinned TTL.
+
+elastic: ORDERS stays plain. The elastic group fulfillment sources it into
+the work-queue stream ORDERS-fulfillment, hashing the customer into 10
+partitions. m1, m2 and m3 start before they are members and wait; then,
+while traffic flows, m1 and m2 are added, m3 is added, m1 is dropped (the
+survivors pick up its partitions) and m1 is added back. Each change is
+timed: for an add, from the configuration update to the new member's first
+message; for the drop, until every orphaned partition was served by its new
+owner.
 
 Narration, member events and status go to stderr; the verdict goes to stdout
 (--json for JSON). It counts what the handlers saw: published, processed,
-duplicates, per-key order violations and lost messages, and the failover gaps.
-It exits 0 when no message was lost and per-key order held, 1 otherwise, and
-always within a minute.`,
+duplicates, per-key order violations and lost messages, and the failover
+gaps or rebalance latencies. It exits 0 when no message was lost and per-key
+order held, 1 otherwise, and always within a minute.`,
 		Example: `  cg demo
-  cg demo --keys 50 --rate 100/s --sleep 10ms
-  cg demo --json > verdict.json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  cg demo elastic
+  cg demo static --keys 50 --rate 100/s --sleep 10ms
+  cg demo elastic --phase 3s --json > verdict.json`,
+		ValidArgs: []string{Static, Elastic},
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) > 1:
+				return exitcode.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
+			case len(args) == 1 && args[0] != Static && args[0] != Elastic:
+				return exitcode.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.JSON = f.JSON
+			opts.Walkthrough = Static
+			if len(args) == 1 {
+				opts.Walkthrough = args[0]
+			}
 			if opts.Phase > maxPhase {
 				return exitcode.UsageErrorf("--phase %v is too long: the demo must end within a minute; use at most %v, such as 5s", opts.Phase, maxPhase)
 			}
@@ -115,11 +152,11 @@ always within a minute.`,
 	fs.Var(traffic.RateValue{P: &opts.Rate}, "rate", "messages per second, with a unit: 50/s")
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
 	flagx.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
-	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "2s", "members' ack wait; the pinned TTL, and so the kill's failover time, follows it (1s to 5s)")
+	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "2s", "members' ack wait, and their pinned TTL; the static kill's failover time follows it (1s to 5s)")
 	return cmd
 }
 
-// Failover is one measured handoff of m1's work.
+// Failover is one measured handoff of m1's work (static walkthrough).
 type Failover struct {
 	Measured bool    `json:"measured"`
 	From     string  `json:"from,omitempty"`
@@ -127,10 +164,51 @@ type Failover struct {
 	GapMS    float64 `json:"gap_ms"`
 }
 
+// Rebalance is one membership change of the elastic walkthrough, timed
+// from the moment the configuration update returned.
+type Rebalance struct {
+	// Change is the change as `cg elastic` types it: "add m1 m2".
+	Change string `json:"change"`
+	// Moves are the partitions that changed owner ("" for none).
+	Moves []cg.Move `json:"moves"`
+	// Measured: every latency below that could be seen was seen.
+	Measured bool `json:"measured"`
+	// LatencyMS is the change's total: the slowest of Members (an add) or
+	// of Partitions (a drop).
+	LatencyMS float64 `json:"latency_ms"`
+	// Members, for an add: until each added member handled its first message.
+	Members []MemberLatency `json:"members,omitempty"`
+	// Partitions, for a drop: until each orphaned partition was served
+	// by its new owner.
+	Partitions []PartitionLatency `json:"partitions,omitempty"`
+}
+
+// MemberLatency is how long an added member took to handle its first message.
+type MemberLatency struct {
+	Member   string `json:"member"`
+	Measured bool   `json:"measured"`
+	// Idle: no key of the traffic hashes to the member's partitions, so
+	// there was nothing to wait for.
+	Idle      bool    `json:"idle,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+}
+
+// PartitionLatency is how long an orphaned partition went unserved.
+type PartitionLatency struct {
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Measured  bool   `json:"measured"`
+	// Idle: no key of the traffic hashes to the partition.
+	Idle      bool    `json:"idle,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+}
+
 // Verdict is the demo's result, counted from what the handlers saw.
 type Verdict struct {
 	OK              bool              `json:"ok"`
 	Reason          string            `json:"reason,omitempty"`
+	Walkthrough     string            `json:"walkthrough"`
 	Server          string            `json:"server"`
 	Keys            int               `json:"keys"`
 	Published       uint64            `json:"published"`
@@ -141,12 +219,22 @@ type Verdict struct {
 	Gaps            uint64            `json:"gaps"`
 	Lost            uint64            `json:"lost"`
 	ByInstance      map[string]uint64 `json:"by_instance"`
-	StepDown        Failover          `json:"step_down"`
-	Kill            Failover          `json:"kill"`
-	ElapsedSeconds  float64           `json:"elapsed_seconds"`
+	// StepDown and Kill are the static walkthrough's failovers.
+	StepDown *Failover `json:"step_down,omitempty"`
+	Kill     *Failover `json:"kill,omitempty"`
+	// Rebalances are the elastic walkthrough's membership changes.
+	Rebalances     []Rebalance `json:"rebalances,omitempty"`
+	ElapsedSeconds float64     `json:"elapsed_seconds"`
 }
 
-// demo is one run's state.
+// walkthrough is what differs between the two stories: the stream, the
+// group and the instances, and the steps taken while traffic flows.
+type walkthrough interface {
+	setup(ctx context.Context) error
+	steps(ctx context.Context, v *Verdict) error
+}
+
+// demo is one run's state, shared by both walkthroughs.
 type demo struct {
 	o     *Options
 	out   io.Writer
@@ -156,10 +244,13 @@ type demo struct {
 	mu    sync.Mutex // serialises stderr lines
 	quiet bool       // no member events once teardown begins
 
+	url       string
 	admin     *cg.Client
+	keys      []string
 	instances []*instance
 	verifier  *traffic.Verifier
 	clock     *clock
+	served    *served
 }
 
 func (d *demo) logf(format string, args ...any) {
@@ -178,6 +269,20 @@ func (d *demo) step(head string, why ...string) {
 	}
 }
 
+// block prints a titled block of preformatted lines, such as a table.
+func (d *demo) block(title, text string, why ...string) {
+	d.step(title, why...)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if line == "" {
+			fmt.Fprintln(d.out)
+			continue
+		}
+		fmt.Fprintf(d.out, "         %s\n", line)
+	}
+}
+
 func (d *demo) inst(name string) string {
 	member, _, _ := strings.Cut(name, "/")
 	return d.cs.MemberColor(member)(name)
@@ -185,6 +290,9 @@ func (d *demo) inst(name string) string {
 
 func (d *demo) onEvent(inst *instance) func(cg.Event) {
 	return func(e cg.Event) {
+		if e.Kind == cg.EventWaiting {
+			inst.waited.Store(true)
+		}
 		d.mu.Lock()
 		quiet := d.quiet
 		d.mu.Unlock()
@@ -194,7 +302,13 @@ func (d *demo) onEvent(inst *instance) func(cg.Event) {
 		var what string
 		switch e.Kind {
 		case cg.EventJoined:
-			what = fmt.Sprintf("joined: consumer %s, partitions %s", e.Consumer, group.Ranges(e.Partitions))
+			if len(e.Partitions) == 0 {
+				what = fmt.Sprintf("joined: consumer %s, no partitions yet", e.Consumer)
+			} else {
+				what = fmt.Sprintf("joined: consumer %s, partitions %s", e.Consumer, group.Ranges(e.Partitions))
+			}
+		case cg.EventRebalanced:
+			what = d.cs.Green(fmt.Sprintf("rebalanced: consumer %s now pulls partitions %s", e.Consumer, group.Ranges(e.Partitions)))
 		case cg.EventWaiting:
 			what = "waiting: " + e.Reason
 		case cg.EventPinned:
@@ -224,6 +338,9 @@ func short(id string) string {
 // sleepCtx waits for d or the end of ctx; it paces the story, it does not
 // synchronise anything.
 func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -254,6 +371,12 @@ func poll(ctx context.Context, limit time.Duration, cond func() bool) bool {
 	}
 }
 
+// stepBudget is how long a step may wait for its effect: at most limit,
+// and never into the time kept for draining.
+func stepBudget(ctx context.Context, limit time.Duration) time.Duration {
+	return max(min(limit, time.Until(deadlineOf(ctx))-drainLimit), time.Second)
+}
+
 // demoRun runs the demo and prints its verdict. The error is nil only when the
 // verdict holds: nothing lost, no per-key order violation.
 func demoRun(ctx context.Context, o *Options) error {
@@ -265,9 +388,14 @@ func demoRun(ctx context.Context, o *Options) error {
 	defer cancel()
 	d := &demo{
 		o: o, out: o.IO.ErrOut, cs: render.NewColorScheme(o.IO.ColorEnabled()), start: time.Now(),
-		verifier: traffic.NewVerifier(traffic.VerifierOptions{}), clock: newClock(),
+		keys:     traffic.Keys("k", o.Keys),
+		verifier: traffic.NewVerifier(traffic.VerifierOptions{}), clock: newClock(), served: newServed(),
 	}
-	v, err := d.run(ctx)
+	var w walkthrough = &staticWalk{demo: d}
+	if o.Walkthrough == Elastic {
+		w = &elasticWalk{demo: d}
+	}
+	v, err := d.run(ctx, w)
 	if err != nil {
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -290,22 +418,24 @@ func demoRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
-func (d *demo) run(ctx context.Context) (Verdict, error) {
-	var v Verdict
+// run is the part both walkthroughs share: a server, the walkthrough's
+// setup, keyed traffic through its steps, then a drain and the count.
+func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
+	v := Verdict{Walkthrough: d.o.Walkthrough}
 	o := d.o
 
-	// 1. A server, as `cg server` runs it.
+	// A server, as `cg server` runs it.
 	srv, err := server.StartEmbedded(server.Options{Host: "127.0.0.1", Port: o.Port})
 	if err != nil {
 		return v, err
 	}
 	defer srv.Shutdown()
-	url := srv.ClientURL()
-	v.Server = url
-	d.step("Started a NATS server with JetStream at "+url,
+	d.url = srv.ClientURL()
+	v.Server = d.url
+	d.step("Started a NATS server with JetStream at "+d.url,
 		"In process, loopback only, with a temporary store that is removed at the end.")
 
-	adminNC, err := nats.Connect(url, nats.Name("cg-demo-admin"))
+	adminNC, err := nats.Connect(d.url, nats.Name("cg-demo-admin"))
 	if err != nil {
 		return v, fmt.Errorf("connect to the demo server: %w", err)
 	}
@@ -314,52 +444,15 @@ func (d *demo) run(ctx context.Context) (Verdict, error) {
 	if err != nil {
 		return v, err
 	}
-	js := d.admin.JetStream()
 
-	// 2. The partitioned stream.
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:             streamName,
-		Subjects:         []string{subjects},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: subjects, Destination: transform},
-	})
-	if err != nil {
-		return v, fmt.Errorf("create stream %s: %w", streamName, err)
-	}
-	keys := traffic.Keys("k", o.Keys)
-	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, subjects, transform),
-		"Every subject gets its partition prepended, an FNV-1a hash of the customer token mod 10,",
-		fmt.Sprintf("so all of one customer's orders land in one partition: orders.%s -> %d.orders.%s.", keys[0], cg.PartitionOfKey(keys[0], partitions), keys[0]),
-		"(nats stream add ORDERS --subjects 'orders.*' --transform-source 'orders.*' --transform-destination '"+transform+"')")
-
-	// 3. The static group, through the engine as `cg static create` does.
-	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
-		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1", "m2"},
-	})
-	if err != nil {
-		return v, fmt.Errorf("create group: %w", err)
-	}
-	a := res.Config.Assignment()
-	d.step(fmt.Sprintf("Created static group %s over %d partitions, balanced: %s owns %s, %s owns %s",
-		groupName, partitions, d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
-		"Each member gets one durable consumer, fulfillment-<member>, filtered to its partitions and",
-		"pinned: whatever the number of instances of a member, the server feeds one of them.",
-		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
-
-	// 4. Three instances, each on its own connection as separate processes.
-	d.step("Starting three instances, each on its own NATS connection",
-		"m1/a and m1/b are two instances of member m1: one is pinned, the other waits as a hot standby.",
-		fmt.Sprintf("m2/a runs member m2. Each handler works %v on a message, then double-acks it.", o.Sleep),
-		"(cg static consume ORDERS fulfillment m1 --sleep "+o.Sleep.String()+", twice, and once for m2)")
 	defer d.teardown()
-	for _, spec := range [][2]string{{"m1", "m1/a"}, {"m1", "m1/b"}, {"m2", "m2/a"}} {
-		if err := d.startInstance(ctx, url, spec[0], spec[1]); err != nil {
-			return v, err
-		}
+	if err := w.setup(ctx); err != nil {
+		return v, err
 	}
 
-	// 5. Traffic, stamped so that every handled message can be checked.
-	pub, err := traffic.NewPublisher(js, traffic.Options{
-		Subject: pattern, Keys: keys, Rate: o.Rate,
+	// Traffic, stamped so that every handled message can be checked.
+	pub, err := traffic.NewPublisher(d.admin.JetStream(), traffic.Options{
+		Subject: pattern, Keys: d.keys, Rate: o.Rate,
 		Duration: max(time.Until(deadlineOf(ctx))-drainLimit, time.Second),
 	})
 	if err != nil {
@@ -379,69 +472,12 @@ func (d *demo) run(ctx context.Context) (Verdict, error) {
 	d.step(fmt.Sprintf("Publishing to %s over %d keys at %s", pattern, o.Keys, traffic.FormatRate(o.Rate)),
 		"Each message carries Cg-Key and Cg-Key-Seq (its number within its key), so the handlers'",
 		"view can be counted: duplicates, per-key order violations, and messages never handled.")
-	if err := sleepCtx(ctx, o.Phase); err != nil {
+
+	if err := w.steps(ctx, &v); err != nil {
 		return v, err
 	}
-	if !poll(ctx, 10*time.Second, func() bool { _, ok := d.clock.holder("m1"); return ok }) {
-		return v, errors.New("m1 handled no message within 10s of traffic")
-	}
-	d.status(ctx, "Status after warming up")
 
-	// 6. Step-down while traffic flows.
-	d.step("Stepping m1 down: unpinning its active instance while traffic flows",
-		"The server clears the pin of consumer fulfillment-m1 and pins whichever instance pulls next;",
-		"the message in hand is finished and acked first (max_ack_pending 1), so order holds.",
-		"(cg static step-down ORDERS fulfillment m1)")
-	stepAt := time.Now()
-	sd, err := d.admin.StaticStepDown(ctx, streamName, groupName, "m1")
-	if err != nil {
-		d.logf("step-down failed: %v", err)
-	} else {
-		d.logf("unpinned pin %s of %s", short(sd.PrevPinID), sd.Consumer)
-		var h handoff
-		if poll(ctx, 10*time.Second, func() (ok bool) { h, ok = d.clock.handoffAfter("m1", stepAt); return ok }) {
-			v.StepDown = Failover{Measured: true, From: h.From, To: h.To, GapMS: ms(h.Gap)}
-			d.logf("m1's work moved %s -> %s: %v between the last message under the old pin and the first under the new",
-				d.inst(h.From), d.inst(h.To), h.Gap.Round(time.Millisecond))
-			if h.From == h.To {
-				d.logf("(the server re-pinned the same instance: it was the first to pull again)")
-			}
-		} else {
-			d.logf("no handoff seen within 10s of the step-down")
-		}
-	}
-	if err := sleepCtx(ctx, o.Phase); err != nil {
-		return v, err
-	}
-	d.status(ctx, "Status after the step-down")
-
-	// 7. Kill the pinned instance: no stop, no unpin.
-	victim := d.pinned(ctx, "m1")
-	if victim == nil {
-		return v, errors.New("m1 has no pinned instance to kill")
-	}
-	ttl := max(o.AckWait, time.Second)
-	d.step(fmt.Sprintf("Killing %s, m1's pinned instance: closing its connection without a goodbye", d.inst(victim.name)),
-		"No stop and no unpin, as when a process crashes: the server keeps the pin until the pinned TTL",
-		fmt.Sprintf("(%v) passes without a pull, then pins the standby; a message the victim held unacked", ttl),
-		fmt.Sprintf("is redelivered after the ack wait (%v) and may be handled twice.", o.AckWait))
-	killAt := time.Now()
-	victim.killed.Store(true)
-	victim.nc.Close()
-	var h handoff
-	if poll(ctx, 3*ttl+10*time.Second, func() (ok bool) { h, ok = d.clock.handoffAfter("m1", killAt); return ok }) {
-		v.Kill = Failover{Measured: true, From: h.From, To: h.To, GapMS: ms(h.Gap)}
-		d.logf("m1's work moved %s -> %s: %v between the victim's last message and the standby's first",
-			d.inst(h.From), d.inst(h.To), h.Gap.Round(time.Millisecond))
-	} else {
-		d.logf("no standby took over m1 within %v of the kill", 3*ttl+10*time.Second)
-	}
-	if err := sleepCtx(ctx, o.Phase); err != nil {
-		return v, err
-	}
-	d.status(ctx, "Status after the failover")
-
-	// 8. Stop traffic, drain, count.
+	// Stop traffic, drain, count.
 	stopPub()
 	pr := <-pubCh
 	if pr.err != nil {
@@ -479,8 +515,10 @@ func (d *demo) run(ctx context.Context) (Verdict, error) {
 	return v, nil
 }
 
-func (d *demo) startInstance(ctx context.Context, url, member, name string) error {
-	nc, err := nats.Connect(url, nats.Name("cg-demo-"+name))
+// startInstance runs an instance of member on its own connection, as a
+// separate process would, joining the walkthrough's kind of group.
+func (d *demo) startInstance(ctx context.Context, member, name string) error {
+	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+name))
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", name, err)
 	}
@@ -491,8 +529,11 @@ func (d *demo) startInstance(ctx context.Context, url, member, name string) erro
 	}
 	inst := &instance{name: name, member: member, nc: nc}
 	d.instances = append(d.instances, inst)
-	inst.m, err = c.JoinStatic(context.WithoutCancel(ctx), streamName, groupName, member,
-		handler(inst, d.o.Sleep, d.verifier, d.clock),
+	join := c.JoinStatic
+	if d.o.Walkthrough == Elastic {
+		join = c.JoinElastic
+	}
+	inst.m, err = join(context.WithoutCancel(ctx), streamName, groupName, member, d.handler(inst),
 		cg.JoinOptions{AckWait: d.o.AckWait, OnEvent: d.onEvent(inst)})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
@@ -500,27 +541,7 @@ func (d *demo) startInstance(ctx context.Context, url, member, name string) erro
 	return nil
 }
 
-// pinned finds the instance of member holding the server's pin, or else
-// the one that handled its latest message.
-func (d *demo) pinned(ctx context.Context, member string) *instance {
-	if ms, err := d.admin.StaticMemberInfo(ctx, streamName, groupName, member); err == nil && ms.PinID != "" {
-		for _, in := range d.instances {
-			if in.member == member && in.m != nil && in.m.PinID() == ms.PinID {
-				return in
-			}
-		}
-	}
-	if name, ok := d.clock.holder(member); ok {
-		for _, in := range d.instances {
-			if in.name == name {
-				return in
-			}
-		}
-	}
-	return nil
-}
-
-// teardown stops every instance (the killed one too, to release its
+// teardown stops every instance (a killed one too, to release its
 // goroutines), each bounded by the member's own stop timeouts.
 func (d *demo) teardown() {
 	d.mu.Lock()
@@ -540,46 +561,31 @@ func (d *demo) teardown() {
 	wg.Wait()
 }
 
-// status prints the group as `cg static info` shows it, with the
-// instances' names and what each handled.
-func (d *demo) status(ctx context.Context, title string) {
-	gi, err := d.admin.StaticInfo(ctx, streamName, groupName)
-	if err != nil {
-		d.logf("%s: %v", title, err)
-		return
+// pinnedCell names the instance holding a member's pin, as status shows it.
+func (d *demo) pinnedCell(ms cg.MemberStatus) string {
+	if !ms.Pinned {
+		return "-"
 	}
-	by := d.verifier.Stats().ByWho
-	var b strings.Builder
-	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "HANDLED")
-	for _, ms := range gi.Members {
-		pinned := "-"
-		if ms.Pinned {
-			pinned = "pin " + short(ms.PinID)
-			for _, in := range d.instances {
-				if in.member == ms.Member && in.m != nil && in.m.PinID() == ms.PinID {
-					pinned = d.inst(in.name)
-					if in.killed.Load() {
-						pinned += " (dead)"
-					}
-				}
+	for _, in := range d.instances {
+		if in.member == ms.Member && in.m != nil && in.m.PinID() == ms.PinID {
+			if in.killed.Load() {
+				return d.inst(in.name) + " (dead)"
 			}
+			return d.inst(in.name)
 		}
-		var handled []string
-		for _, in := range d.instances {
-			if in.member == ms.Member {
-				handled = append(handled, fmt.Sprintf("%s=%d", d.inst(in.name), by[in.name]))
-			}
+	}
+	return "pin " + short(ms.PinID)
+}
+
+// handledCell says how many messages each instance of member handled.
+func (d *demo) handledCell(member string, by map[string]uint64) string {
+	var handled []string
+	for _, in := range d.instances {
+		if in.member == member {
+			handled = append(handled, fmt.Sprintf("%s=%d", d.inst(in.name), by[in.name]))
 		}
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), pinned, fmt.Sprint(ms.Standbys),
-			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), strings.Join(handled, " "))
 	}
-	_ = t.Render()
-	d.step(title)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-		fmt.Fprintf(d.out, "         %s\n", line)
-	}
+	return strings.Join(handled, " ")
 }
 
 func (d *demo) printVerdict(v Verdict) error {
@@ -593,11 +599,21 @@ func (d *demo) printVerdict(v Verdict) error {
 	kv := render.NewKeyValues(w)
 	kv.Addf("  published", "%d (over %d keys)", v.Published, v.Keys)
 	kv.Addf("  processed", "%d distinct key/seq", v.Processed)
-	kv.Addf("  duplicates", "%d (redelivered around a failover; handlers must be idempotent)", v.Duplicates)
+	kv.Addf("  duplicates", "%d (redelivered around a handoff; handlers must be idempotent)", v.Duplicates)
 	kv.Addf("  order violations", "%d", v.OrderViolations)
 	kv.Addf("  lost", "%d", v.Lost)
-	kv.Add("  step-down gap", failoverText(d, v.StepDown))
-	kv.Add("  kill gap", failoverText(d, v.Kill))
+	if v.StepDown != nil {
+		kv.Add("  step-down gap", failoverText(d, *v.StepDown))
+	}
+	if v.Kill != nil {
+		kv.Add("  kill gap", failoverText(d, *v.Kill))
+	}
+	if len(v.Rebalances) > 0 {
+		kv.Add("  rebalances", "timed from the configuration update's return")
+	}
+	for _, r := range v.Rebalances {
+		kv.Add("    "+r.Change, rebalanceText(d, r))
+	}
 	names := make([]string, 0, len(v.ByInstance))
 	for n := range v.ByInstance {
 		names = append(names, n)
@@ -616,10 +632,15 @@ func failoverText(d *demo, f Failover) string {
 	if !f.Measured {
 		return "not measured"
 	}
-	return fmt.Sprintf("%s -> %s in %v", d.inst(f.From), d.inst(f.To), time.Duration(f.GapMS*float64(time.Millisecond)).Round(time.Millisecond))
+	return fmt.Sprintf("%s -> %s in %v", d.inst(f.From), d.inst(f.To), dur(f.GapMS))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// dur turns milliseconds back into a duration for display.
+func dur(ms float64) time.Duration {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Millisecond)
+}
 
 func deadlineOf(ctx context.Context) time.Time {
 	if dl, ok := ctx.Deadline(); ok {

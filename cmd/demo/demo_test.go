@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if v.Published == 0 || v.Processed != v.Published || v.Handled != v.Processed+v.Duplicates {
 		t.Fatalf("counts: published %d processed %d handled %d duplicates %d", v.Published, v.Processed, v.Handled, v.Duplicates)
+	}
+	if v.Walkthrough != demo.Static || v.StepDown == nil || v.Kill == nil || len(v.Rebalances) != 0 {
+		t.Fatalf("static verdict shape: %+v", v)
 	}
 	if !v.StepDown.Measured || !v.Kill.Measured || v.Kill.GapMS <= 0 || v.StepDown.GapMS <= 0 {
 		t.Fatalf("failovers not measured: step-down %+v kill %+v", v.StepDown, v.Kill)
@@ -92,11 +96,126 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"demo", "--sleep", "5"}, "no unit"},
 		{[]string{"demo", "--sleep", "2s"}, "--sleep"},
 		{[]string{"demo", "--keys", "0"}, "below the minimum"},
-		{[]string{"demo", "extra"}, "unknown command"},
+		{[]string{"demo", "extra"}, `unknown walkthrough "extra": use cg demo static or cg demo elastic`},
+		{[]string{"demo", "static", "elastic"}, "one walkthrough"},
+		{[]string{"demo", "elastic", "--phase", "11s"}, "--phase"},
 	} {
 		r := clitest.Run(t, cmd.Run, clitest.Env(), tc.args...)
 		if r.Code != 2 || !strings.Contains(r.Err, tc.says) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.Code, r.Err, tc.says)
 		}
+	}
+}
+
+// `cg demo static` is the default walkthrough, named.
+func TestDemoStaticByName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "demo", "static", "--phase", "500ms", "--ack-wait", "1s", "--keys", "4", "--rate", "100/s", "--sleep", "1ms")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var v demo.Verdict
+	if err := json.Unmarshal([]byte(r.Out), &v); err != nil {
+		t.Fatalf("stdout is not the JSON verdict: %v\n%s", err, r.Out)
+	}
+	if v.Walkthrough != demo.Static || !v.OK || v.Kill == nil {
+		t.Fatalf("verdict %+v", v)
+	}
+}
+
+// The elastic walkthrough, shortened by its flags: members wait before
+// they are added, every change is timed, and the count holds.
+func TestDemoElasticEndToEnd(t *testing.T) {
+	start := time.Now()
+	// 16 keys reach all 10 partitions, so every rebalance has work to time.
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "demo", "elastic",
+		"--phase", "1s", "--ack-wait", "1s", "--keys", "16", "--rate", "200/s", "--sleep", "1ms")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var v demo.Verdict
+	if err := json.Unmarshal([]byte(r.Out), &v); err != nil {
+		t.Fatalf("stdout is not the JSON verdict: %v\n%s", err, r.Out)
+	}
+	if !v.OK || v.OrderViolations != 0 || v.Lost != 0 || v.Walkthrough != demo.Elastic {
+		t.Fatalf("verdict %+v\nstderr:\n%s", v, r.Err)
+	}
+	if v.Published == 0 || v.Processed != v.Published || v.Handled != v.Processed+v.Duplicates {
+		t.Fatalf("counts: published %d processed %d handled %d duplicates %d", v.Published, v.Processed, v.Handled, v.Duplicates)
+	}
+	if v.StepDown != nil || v.Kill != nil {
+		t.Fatalf("static failovers in the elastic verdict: %+v", v)
+	}
+	var changes []string
+	for _, rb := range v.Rebalances {
+		changes = append(changes, rb.Change)
+		if !rb.Measured || rb.LatencyMS <= 0 || len(rb.Moves) == 0 {
+			t.Errorf("rebalance not measured: %+v", rb)
+		}
+	}
+	if got := strings.Join(changes, "; "); got != "add m1 m2; add m3; drop m1; add m1" {
+		t.Fatalf("changes %q", got)
+	}
+	for i, want := range []string{"m1 m2", "m3", "", "m1"} {
+		var got []string
+		for _, ml := range v.Rebalances[i].Members {
+			if ml.Measured {
+				got = append(got, ml.Member)
+			}
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: measured members %v, want %q", v.Rebalances[i].Change, got, want)
+		}
+	}
+	// Dropping m1 (0-2,9) orphans 0, 1, 2 to m2 and 9 to m3.
+	drop := v.Rebalances[2]
+	var orphaned []string
+	for _, pl := range drop.Partitions {
+		if !pl.Measured || pl.From != "m1" {
+			t.Errorf("orphaned partition %+v", pl)
+		}
+		orphaned = append(orphaned, fmt.Sprintf("%d>%s", pl.Partition, pl.To))
+	}
+	if got := strings.Join(orphaned, " "); got != "0>m2 1>m2 2>m2 9>m3" {
+		t.Errorf("orphaned %q", got)
+	}
+	for _, who := range []string{"m1/a", "m2/a", "m3/a"} {
+		if v.ByInstance[who] == 0 {
+			t.Errorf("%s handled nothing: %v", who, v.ByInstance)
+		}
+	}
+	for _, want := range []string{"Created stream ORDERS on orders.*, plain", "cg elastic create ORDERS fulfillment 10 --filter 'orders.*:1'",
+		"m1/a waiting: not a member of the group; waiting to be added", "m3/a waiting: not a member",
+		"Status before any member is added", "moves 0-4 none -> m1, 5-9 none -> m2",
+		"moves 3,4 m1 -> m2, 6-8 m2 -> m3, 9 m2 -> m1", "rebalanced: consumer m3 now pulls partitions 6-8",
+		"every orphaned partition served by its new owner", "Status after drop m1", "(running, waiting to be added)",
+		"BACKLOG", "sourcing lag", "Status after add m1", "all "} {
+		if !strings.Contains(r.Err, want) {
+			t.Errorf("narration lacks %q:\n%s", want, r.Err)
+		}
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Fatalf("demo took %v", el)
+	}
+}
+
+func TestDemoElasticTextVerdict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "demo", "elastic", "--phase", "500ms", "--ack-wait", "1s", "--keys", "16", "--rate", "200/s", "--sleep", "1ms")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	for _, want := range []string{"VERDICT: PASS", "order violations: 0", "rebalances:", "add m1 m2:", "m1 first message after",
+		"drop m1:", "orphaned 0-2 -> m2, 9 -> m3: all served within", "m3/a="} {
+		if !strings.Contains(r.Out, want) {
+			t.Errorf("verdict lacks %q:\n%s", want, r.Out)
+		}
+	}
+	if strings.Contains(r.Out, "==>") || strings.Contains(r.Out, "kill gap") {
+		t.Errorf("narration or static lines on stdout:\n%s", r.Out)
 	}
 }

@@ -20,6 +20,8 @@ type instance struct {
 	nc     *nats.Conn
 	m      *cg.Member
 	killed atomic.Bool
+	// waited: the instance has reported waiting (to be pinned or added).
+	waited atomic.Bool
 }
 
 // handoff is a change of the pin under which a member's messages are
@@ -85,13 +87,92 @@ func (c *clock) handoffAfter(member string, t time.Time) (handoff, bool) {
 	return handoff{}, false
 }
 
+// handledBy is one message handled: by which instance of which member, when.
+type handledBy struct {
+	member, inst string
+	at           time.Time
+}
+
+type partitionMember struct {
+	partition int
+	member    string
+}
+
+// served follows, per partition, who handled its messages: the latest
+// handler, and since the last mark, when each member first handled any
+// message and any message of each partition. A rebalance is timed from
+// these: nothing else sees when work actually resumed under a new owner.
+type served struct {
+	mu          sync.Mutex
+	last        map[int]handledBy
+	since       time.Time
+	byMember    map[string]time.Time
+	byPartOwner map[partitionMember]time.Time
+}
+
+func newServed() *served {
+	return &served{last: map[int]handledBy{}, byMember: map[string]time.Time{}, byPartOwner: map[partitionMember]time.Time{}}
+}
+
+func (s *served) observe(member, inst string, partition int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last[partition] = handledBy{member: member, inst: inst, at: at}
+	if at.Before(s.since) {
+		return
+	}
+	if _, ok := s.byMember[member]; !ok {
+		s.byMember[member] = at
+	}
+	pm := partitionMember{partition, member}
+	if _, ok := s.byPartOwner[pm]; !ok {
+		s.byPartOwner[pm] = at
+	}
+}
+
+// mark starts counting first messages afresh from t.
+func (s *served) mark(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.since = t
+	clear(s.byMember)
+	clear(s.byPartOwner)
+}
+
+// firstBy is when member first handled a message since the mark.
+func (s *served) firstBy(member string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.byMember[member]
+	return t, ok
+}
+
+// firstIn is when member first handled a message of partition since the mark.
+func (s *served) firstIn(partition int, member string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.byPartOwner[partitionMember{partition, member}]
+	return t, ok
+}
+
+// lastIn is the latest handler of partition's messages.
+func (s *served) lastIn(partition int) (handledBy, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.last[partition]
+	return h, ok
+}
+
 // handler simulates work on each message, then double-acks it. What was
 // handled is fed to the verifier before the ack: the work is done even if
 // the ack is lost (as when the connection dies), so a redelivery shows up
 // as a duplicate, which is what idempotent handlers must absorb.
-func handler(inst *instance, sleep time.Duration, v *traffic.Verifier, clk *clock) cg.Handler {
+func (d *demo) handler(inst *instance) cg.Handler {
+	sleep := d.o.Sleep
 	return func(ctx context.Context, m *cg.Msg) {
-		clk.observe(inst.member, inst.name, m.PinID(), time.Now())
+		now := time.Now()
+		d.clock.observe(inst.member, inst.name, m.PinID(), now)
+		d.served.observe(inst.member, inst.name, m.Partition(), now)
 		if sleep > 0 {
 			time.Sleep(sleep) // the simulated work; never cut short
 		}
@@ -100,7 +181,7 @@ func handler(inst *instance, sleep time.Duration, v *traffic.Verifier, clk *cloc
 		if md, err := m.Metadata(); err == nil {
 			streamSeq = md.Sequence.Stream
 		}
-		v.Observe(key, seq, streamSeq, inst.name)
+		d.verifier.Observe(key, seq, streamSeq, inst.name)
 		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = m.DoubleAck(actx)

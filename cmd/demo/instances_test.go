@@ -41,3 +41,37 @@ func TestClockHandoffs(t *testing.T) {
 		t.Fatalf("re-pin %+v", h)
 	}
 }
+
+func TestServedFirstsSinceMark(t *testing.T) {
+	s := newServed()
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s.observe("m1", "m1/a", 3, at(0))
+	s.mark(at(10))
+	if _, ok := s.firstBy("m1"); ok {
+		t.Fatal("a first message from before the mark")
+	}
+	s.observe("m1", "m1/a", 3, at(5)) // handled before the mark, seen after it
+	s.observe("m2", "m2/a", 3, at(20))
+	s.observe("m2", "m2/a", 4, at(30))
+	s.observe("m2", "m2/a", 3, at(40))
+	if f, ok := s.firstBy("m2"); !ok || !f.Equal(at(20)) {
+		t.Fatalf("first by m2 %v %v", f, ok)
+	}
+	if f, ok := s.firstIn(4, "m2"); !ok || !f.Equal(at(30)) {
+		t.Fatalf("first in 4 by m2 %v %v", f, ok)
+	}
+	if _, ok := s.firstIn(3, "m1"); ok {
+		t.Fatal("m1 in 3 before the mark counted")
+	}
+	if h, ok := s.lastIn(3); !ok || h.inst != "m2/a" || !h.at.Equal(at(40)) {
+		t.Fatalf("last in 3 %+v", h)
+	}
+	s.mark(at(50))
+	if _, ok := s.firstBy("m2"); ok {
+		t.Fatal("mark kept old firsts")
+	}
+	if _, ok := s.lastIn(3); !ok {
+		t.Fatal("mark forgot the latest handler")
+	}
+}

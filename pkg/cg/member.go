@@ -416,6 +416,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 				_ = m.c.js.DeleteConsumer(ctx, m.cstream, m.consumer)
 			}
 			cancel()
+			m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "let go of the member consumer to rebalance"})
 		}
 		// Messages sent to us before that arrive before its reply.
 		b.puller.drain()
