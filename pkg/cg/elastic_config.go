@@ -193,8 +193,21 @@ func (c ElasticConfig) MemberNames() []string {
 	return StaticConfig{MaxMembers: c.MaxMembers, Members: c.Members, MemberMappings: c.MemberMappings}.MemberNames()
 }
 
-// MemberFilters implements GroupConfig, in the reference's order.
+// MemberFilters implements GroupConfig, in the reference's order. For a
+// mapped group they are <p>.> whatever the partitioning filters, as the
+// reference writes them: the work stream holds only subjects that matched
+// a partitioning filter, so it selects the same messages, and instances of
+// one member from either implementation share one consumer.
 func (c ElasticConfig) MemberFilters(member string) []string {
+	if len(c.Members) == 0 && len(c.MemberMappings) > 0 {
+		var out []string
+		for _, mm := range c.MemberMappings {
+			if mm.Member == member {
+				out = append(out, PartitionFilters(mm.Partitions, nil)...)
+			}
+		}
+		return out
+	}
 	return StaticConfig{MaxMembers: c.MaxMembers, Filters: c.SubjectFilters(), Members: c.Members, MemberMappings: c.MemberMappings}.MemberFilters(member)
 }
 

@@ -273,9 +273,11 @@ func (m *Member) consumerConfig(filters []string) jetstream.ConsumerConfig {
 	if m.kind == "static" {
 		cc.Durable = m.consumer
 	} else {
-		// Not durable: it goes away by inactivity once every instance of
-		// the member has stopped, as the reference's does.
+		// Not durable: it goes away by inactivity, one ack wait after every
+		// instance of the member has stopped. The threshold is the
+		// reference's, so that instances of both share the consumer.
 		cc.Name = m.consumer
+		cc.InactiveThreshold = m.opts.AckWait
 	}
 	return cc
 }
@@ -313,6 +315,13 @@ func (m *Member) bindStatic(ctx context.Context, filters []string) error {
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer)
 		if err == nil && !compatible(cons.CachedInfo().Config, filters) {
+			ci := cons.CachedInfo()
+			if ci.NumWaiting > 0 {
+				// Live instances use it (another implementation's, or of a
+				// group recreated under them): never change what they consume.
+				return fmt.Errorf("%w: consumer %s on %s has filters %v but the group gives member %s %v, and instances are pulling from it; stop them (or delete the consumer) and join again",
+					ErrConsumerConflict, m.consumer, m.cstream, consumerFilters(ci.Config), m.member, filters)
+			}
 			// A leftover from an earlier group of the same name.
 			_, err = m.c.js.UpdateConsumer(ctx, m.cstream, want)
 		}
