@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -243,8 +245,11 @@ func pinnedPair(t *testing.T, url string, js jetstream.JetStream, args ...string
 		return err == nil && ms.Waiting >= 2
 	})
 	pub := publish(t, js, 5*time.Millisecond, 4000)
+	// Busy for a while: long enough for the standby's liveness check to
+	// have heard from the pinned instance (it then unpins a dead one at
+	// once instead of waiting for the pinned TTL).
 	natstest.Eventually(t, 20*time.Second, "an instance pinned and busy", func() bool {
-		return (a.pinned() && a.count() > 20) || (b.pinned() && b.count() > 20)
+		return (a.pinned() && a.count() > 100) || (b.pinned() && b.count() > 100)
 	})
 	if a.pinned() && b.pinned() {
 		t.Fatal("both instances report a pin")
@@ -304,6 +309,13 @@ func TestSIGKILLFailsOverByPinnedTTL(t *testing.T) {
 	waitAll(t, js, n-1, pinned, standby)
 	dups, gap := verify(t, pub, pinned, standby, 1)
 	t.Logf("SIGKILL: %d messages, %d duplicates, failover gap %v", n, dups, gap)
+	// The standby saw the pinned instance's connection close and unpinned
+	// it, rather than waiting out the 2s pinned TTL and ack wait.
+	standby.mu.Lock()
+	defer standby.mu.Unlock()
+	if !slices.ContainsFunc(standby.raw, func(l string) bool { return strings.Contains(l, "is gone, its connection closed") }) {
+		t.Errorf("the standby never detected the dead pinned instance; failover took %v", gap)
+	}
 	// With max-ack-pending 1 at most the message in hand is redelivered.
 	if dups > 1 {
 		t.Errorf("want at most 1 duplicate after a kill, got %d", dups)

@@ -37,12 +37,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !v.StepDown.Measured || !v.Kill.Measured || v.Kill.GapMS <= 0 || v.StepDown.GapMS <= 0 {
 		t.Fatalf("failovers not measured: step-down %+v kill %+v", v.StepDown, v.Kill)
 	}
-	// The kill hands m1's work to the other instance, after the pinned TTL.
+	// The kill hands m1's work to the other instance.
 	if v.Kill.From == v.Kill.To || !strings.HasPrefix(v.Kill.From, "m1/") || !strings.HasPrefix(v.Kill.To, "m1/") {
 		t.Fatalf("kill handoff %+v", v.Kill)
-	}
-	if v.Kill.GapMS < 500 {
-		t.Fatalf("kill gap %vms is shorter than any pinned TTL", v.Kill.GapMS)
 	}
 	var byM1, byM2 uint64
 	for who, n := range v.ByInstance {

@@ -109,9 +109,10 @@ func (d *staticWalk) steps(ctx context.Context, v *Verdict) error {
 	}
 	ttl := max(o.AckWait, time.Second)
 	d.step(fmt.Sprintf("Killing %s, m1's pinned instance: closing its connection without a goodbye", d.inst(victim.name)),
-		"No stop and no unpin, as when a process crashes: the server keeps the pin until the pinned TTL",
-		fmt.Sprintf("(%v) passes without a pull, then pins the standby; a message the victim held unacked", ttl),
-		fmt.Sprintf("is redelivered after the ack wait (%v) and may be handled twice.", o.AckWait))
+		"No stop and no unpin, as when a process crashes. Left alone, the server would keep the pin until the",
+		fmt.Sprintf("pinned TTL (%v) passed without a pull. But the standby checks every 250ms that the pinned instance", ttl),
+		"is still connected: it sees the connection gone, unpins it and hands back the message it held unacked,",
+		"which the standby then handles (possibly a second time: handlers must be idempotent).")
 	v.Kill = &Failover{}
 	killAt := time.Now()
 	victim.killed.Store(true)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/cmd/internal/exitcode"
 	"github.com/cg-dev/cg/cmd/internal/factory"
 	"github.com/cg-dev/cg/cmd/internal/flagx"
 	"github.com/cg-dev/cg/cmd/internal/render"
@@ -23,6 +24,8 @@ type ConsumeOptions struct {
 	Stream, Group, Member string
 	Sleep                 time.Duration
 	AckWait               time.Duration
+	PinnedTTL             time.Duration
+	Liveness              time.Duration
 	MaxAckPending         int
 	Count                 int
 	Verify                bool
@@ -52,10 +55,20 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	fs := cmd.Flags()
 	flagx.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
 	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
+	flagx.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen instance over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
+	flagx.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still connected, to replace a dead one at once instead of after the pinned TTL (0s: off)")
 	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
 	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	return cmd
+}
+
+// liveness maps the flag (0: off) onto JoinOptions (negative: off).
+func liveness(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // MsgLine is one handled message in consume's output.
@@ -104,6 +117,9 @@ type Summary struct {
 }
 
 func consumeRun(ctx context.Context, o *ConsumeOptions) error {
+	if o.PinnedTTL != 0 && o.PinnedTTL < 250*time.Millisecond {
+		return exitcode.UsageErrorf("--pinned-ttl %s is too short: pulls must renew the pin well within it; use 250ms or more, such as 1s", o.PinnedTTL)
+	}
 	c, err := o.F.Client()
 	if err != nil {
 		return err
@@ -167,6 +183,8 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			line = cs.Yellow("pin lost") + " (" + shortPin(e.PinID) + "): " + e.Reason
 		case cg.EventWarning:
 			line = cs.Yellow("warning") + ": " + e.Reason
+		case cg.EventFenced:
+			line = cs.Red("fenced") + ": " + e.Reason
 		case cg.EventStopped:
 			line = "stopped: " + e.Reason
 			if e.Err != nil {
@@ -264,7 +282,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 
 	start := time.Now()
 	m, err := o.Kind.Join(c, runCtx, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
-		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, OnEvent: onEvent,
+		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), OnEvent: onEvent,
 	})
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)

@@ -17,4 +17,5 @@ var (
 	ErrMappedGroup      = errors.New("group uses member mappings")
 	ErrNotMapped        = errors.New("group has no member mappings")
 	ErrConsumerConflict = errors.New("member consumer in use with other filters")
+	ErrFenced           = errors.New("instance fenced: it can no longer be sure it holds its pin")
 )

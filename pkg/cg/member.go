@@ -32,6 +32,11 @@ const (
 	// EventWarning: something went wrong that the instance rides out
 	// (a missed heartbeat, a reconnect); Err says what.
 	EventWarning EventKind = "warning"
+	// EventFenced: the instance held a pin but can no longer be sure it
+	// does (no successful pull for the pinned TTL: it was frozen, starved
+	// or cut off); it hands buffered messages back for redelivery to the
+	// new pinned instance and refuses to ack the one in hand.
+	EventFenced EventKind = "fenced"
 	// EventStopped: the instance stopped; Err is nil for a clean stop.
 	EventStopped EventKind = "stopped"
 )
@@ -69,9 +74,16 @@ type JoinOptions struct {
 	// PinnedTTL is how long the pinned instance may go without pulling
 	// before the server pins a standby. Default: max(AckWait, 1s).
 	PinnedTTL time.Duration
-	// PullExpiry is how long each pull waits. Default: max(PinnedTTL/2, 1s),
-	// so an idle pinned instance re-pulls well within its TTL.
+	// PullExpiry is how long each pull waits. Default: PinnedTTL/2, so an
+	// idle pinned instance re-pulls well within its TTL.
 	PullExpiry time.Duration
+	// LivenessInterval is how often a standby checks that the pinned
+	// instance of its member is still connected, so that an instance that
+	// died (its connection closed) is replaced at once instead of after the
+	// pinned TTL. Only cg instances answer the check; a pinned instance that
+	// never answered (the reference library's) is left to the TTL. Default
+	// 250ms; negative turns the check off.
+	LivenessInterval time.Duration
 	// OnEvent receives state changes. It is called from the instance's
 	// goroutines and must not block for long.
 	OnEvent func(Event)
@@ -91,7 +103,14 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 		o.PinnedTTL = max(o.AckWait, minPinnedTTL)
 	}
 	if o.PullExpiry == 0 {
-		o.PullExpiry = max(o.PinnedTTL/2, minPinnedTTL)
+		// Well inside the TTL: each pull resets the server's pin timer.
+		o.PullExpiry = max(o.PinnedTTL/2, 100*time.Millisecond)
+	}
+	if o.LivenessInterval == 0 {
+		o.LivenessInterval = 250 * time.Millisecond
+	}
+	if o.PullExpiry >= o.PinnedTTL {
+		return o, fmt.Errorf("pull expiry %s must be shorter than the pinned TTL %s, or the pinned instance loses its pin while idle", o.PullExpiry, o.PinnedTTL)
 	}
 	return o, nil
 }
@@ -148,6 +167,8 @@ type Member struct {
 	bound      *binding // the consumer this instance pulls from, if any
 	es         *elasticState
 	pinID      string
+	fencedPin  string // the pin given up by fencing: its messages are never acked
+	liveness   *nats.Subscription
 	stopErr    error
 	once       sync.Once
 	done       chan struct{}
@@ -345,6 +366,9 @@ func (m *Member) attach(filters []string) error {
 		p.run(b.stopPull, b.work)
 	}()
 	go m.handleLoop(b)
+	if m.opts.LivenessInterval > 0 {
+		go m.watchdog(b)
+	}
 	m.mu.Lock()
 	m.bound = b
 	m.mu.Unlock()
@@ -363,8 +387,14 @@ func (m *Member) handleLoop(b *binding) {
 				_ = raw.Nak()
 				continue
 			}
+			if m.staleMsg(raw) {
+				// Delivered under a pin we can no longer be sure of: the
+				// new pinned instance gets it instead.
+				_ = raw.Nak()
+				continue
+			}
 			subject, p := StripPartition(raw.Subject)
-			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: b.puller.nc}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: b.puller.nc, mem: m}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
 		case <-b.pullDone:
 			for {
 				select {
@@ -434,6 +464,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 	m.mu.Lock()
 	m.pinID = ""
 	m.mu.Unlock()
+	m.answerLiveness("")
 	return pin != ""
 }
 
@@ -448,8 +479,77 @@ func (m *Member) notePin(raw *nats.Msg) {
 	m.pinID = pid
 	m.mu.Unlock()
 	if isNew {
+		m.answerLiveness(pid)
 		m.emit(Event{Kind: EventPinned, PinID: pid})
 	}
+}
+
+// ackStale reports whether the handler must not settle raw: it was
+// delivered under a pin the instance fenced itself off from (or is about
+// to). A pin lost to a step-down is different: the message in hand is
+// still finished and acked, so the new pinned instance is not kept
+// waiting for the ack wait.
+func (m *Member) ackStale(raw *nats.Msg) bool {
+	pid := raw.Header.Get("Nats-Pin-Id")
+	m.mu.Lock()
+	b, pin, fenced := m.bound, m.pinID, m.fencedPin
+	m.mu.Unlock()
+	if pid != "" && pid == fenced {
+		return true
+	}
+	if b != nil && pin != "" && pid == pin {
+		if unsure, gap := b.puller.unsure(); unsure {
+			m.fence(gap)
+			return true
+		}
+	}
+	return false
+}
+
+// staleMsg reports whether raw, not yet handed to the handler, was
+// delivered under a pin this instance no longer holds or can no longer be
+// sure of.
+func (m *Member) staleMsg(raw *nats.Msg) bool {
+	m.mu.Lock()
+	b, pin := m.bound, m.pinID
+	m.mu.Unlock()
+	if pid := raw.Header.Get("Nats-Pin-Id"); pid != "" && pid != pin {
+		return true
+	}
+	if b == nil {
+		return false
+	}
+	if unsure, gap := b.puller.unsure(); unsure && pin != "" {
+		m.fence(gap)
+		return true
+	}
+	return false
+}
+
+// fence gives up a pin the instance can no longer be sure of.
+func (m *Member) fence(gap time.Duration) {
+	m.mu.Lock()
+	had := m.pinID
+	m.pinID = ""
+	if had != "" {
+		m.fencedPin = had
+	}
+	m.mu.Unlock()
+	m.answerLiveness("")
+	if had == "" {
+		return
+	}
+	m.emit(Event{Kind: EventFenced, PinID: had, Reason: fmt.Sprintf(
+		"no successful pull for %s (pinned TTL %s): the server may have pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
+		gap.Round(time.Millisecond), m.opts.PinnedTTL, shortID(had))})
+	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[len(id)-8:]
+	}
+	return id
 }
 
 // lostPin forgets our pin id after the server refused it.
@@ -458,6 +558,7 @@ func (m *Member) lostPin(reason string) {
 	had := m.pinID
 	m.pinID = ""
 	m.mu.Unlock()
+	m.answerLiveness("")
 	if had != "" {
 		m.emit(Event{Kind: EventPinLost, PinID: had, Reason: reason})
 		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})

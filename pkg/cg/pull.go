@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,8 +46,9 @@ func apiPrefix(js jetstream.JetStream) string {
 
 // jsMsg adapts a pulled *nats.Msg to jetstream.Msg.
 type jsMsg struct {
-	m  *nats.Msg
-	nc *nats.Conn
+	m   *nats.Msg
+	nc  *nats.Conn
+	mem *Member // refuses acks once the instance is fenced
 }
 
 var _ jetstream.Msg = jsMsg{}
@@ -55,19 +57,52 @@ func (j jsMsg) Data() []byte         { return j.m.Data }
 func (j jsMsg) Headers() nats.Header { return j.m.Header }
 func (j jsMsg) Subject() string      { return j.m.Subject }
 func (j jsMsg) Reply() string        { return j.m.Reply }
-func (j jsMsg) Ack() error           { return j.m.Ack() }
 func (j jsMsg) Nak() error           { return j.m.Nak() }
-func (j jsMsg) InProgress() error    { return j.m.InProgress() }
-func (j jsMsg) Term() error          { return j.m.Term() }
+
+// stale refuses to settle a message delivered under a pin this instance
+// can no longer be sure of: the new pinned instance owns it now.
+func (j jsMsg) stale() error {
+	if j.mem != nil && j.mem.ackStale(j.m) {
+		return ErrFenced
+	}
+	return nil
+}
+
+func (j jsMsg) Ack() error {
+	if err := j.stale(); err != nil {
+		return err
+	}
+	return j.m.Ack()
+}
+
+func (j jsMsg) InProgress() error {
+	if err := j.stale(); err != nil {
+		return err
+	}
+	return j.m.InProgress()
+}
+
+func (j jsMsg) Term() error {
+	if err := j.stale(); err != nil {
+		return err
+	}
+	return j.m.Term()
+}
 func (j jsMsg) NakWithDelay(d time.Duration) error {
 	return j.m.NakWithDelay(d)
 }
 
 func (j jsMsg) DoubleAck(ctx context.Context) error {
+	if err := j.stale(); err != nil {
+		return err
+	}
 	return j.m.AckSync(nats.Context(ctx))
 }
 
 func (j jsMsg) TermWithReason(reason string) error {
+	if err := j.stale(); err != nil {
+		return err
+	}
 	if j.m.Reply == "" {
 		return nats.ErrMsgNoReply
 	}
@@ -101,7 +136,15 @@ type puller struct {
 	sub     *nats.Subscription
 	batch   int
 
+	// lastTick is when the pull loop last ran (unix nanos): a gap longer
+	// than the pinned TTL means the process was frozen or starved.
+	lastTick atomic.Int64
+	// lastGood is when the newest request that the server answered (with
+	// a message, a heartbeat or an expiry, not a 423) was sent.
+	lastGood atomic.Int64
+
 	// Owned by the loop goroutine.
+	sentAt      time.Time
 	outstanding bool
 	received    int
 	deadline    time.Time
@@ -140,7 +183,7 @@ func (p *puller) pull() {
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
 		return
 	}
-	p.outstanding, p.received = true, 0
+	p.outstanding, p.received, p.sentAt = true, 0, time.Now()
 	// The server answers an expired request with 408; without an answer
 	// (a reconnect lost it) the request is given up after a margin.
 	p.deadline = time.Now().Add(p.m.opts.PullExpiry + time.Second)
@@ -149,9 +192,11 @@ func (p *puller) pull() {
 // run is the pull loop. It ends when stop is closed, after which nothing
 // more is requested (messages still arriving are handled by drain).
 func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(min(100*time.Millisecond, p.m.opts.PinnedTTL/4))
 	defer tick.Stop()
+	p.lastTick.Store(time.Now().UnixNano())
 	for {
+		p.checkFence()
 		if !p.outstanding && !time.Now().Before(p.retryAt) {
 			p.pull()
 		}
@@ -166,6 +211,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 			if p.status(msg) {
 				continue
 			}
+			p.good()
 			p.received++
 			if p.received >= p.batch {
 				p.outstanding = false
@@ -188,8 +234,10 @@ func (p *puller) status(msg *nats.Msg) bool {
 	desc := msg.Header.Get("Description")
 	switch code {
 	case "100": // idle heartbeat or flow control
+		p.good()
 		return true
 	case "404", "408": // no messages / request expired: ask again
+		p.good()
 		p.outstanding = false
 	case "423": // our pin id is stale: the server pinned another instance
 		p.outstanding = false
@@ -213,6 +261,38 @@ func (p *puller) status(msg *nats.Msg) bool {
 		p.m.emit(Event{Kind: EventWarning, Reason: fmt.Sprintf("pull status %s %s", code, desc), Err: fmt.Errorf("status %s: %s", code, desc)})
 	}
 	return true
+}
+
+// good records that the server answered the current request.
+func (p *puller) good() {
+	if p.outstanding && p.sentAt.UnixNano() > p.lastGood.Load() {
+		p.lastGood.Store(p.sentAt.UnixNano())
+	}
+}
+
+// unsure reports whether an instance holding a pin can no longer be sure
+// it still does: its pull loop stood still, or no pull it sent was
+// answered, for the pinned TTL. By then the server may have pinned another
+// instance, which is handed the same messages.
+func (p *puller) unsure() (bool, time.Duration) {
+	now := time.Now().UnixNano()
+	ttl := int64(p.m.opts.PinnedTTL)
+	if gap := now - p.lastTick.Load(); gap > ttl {
+		return true, time.Duration(gap)
+	}
+	if good := p.lastGood.Load(); good != 0 && now-good > ttl {
+		return true, time.Duration(now - good)
+	}
+	return false, 0
+}
+
+// checkFence runs on each turn of the pull loop: it fences the instance
+// when it can no longer be sure of its pin.
+func (p *puller) checkFence() {
+	if unsure, gap := p.unsure(); unsure {
+		p.m.fence(gap)
+	}
+	p.lastTick.Store(time.Now().UnixNano())
 }
 
 // drain hands back (naks) every message still arriving, returning whether
