@@ -26,6 +26,7 @@ type ConsumeOptions struct {
 	AckWait               time.Duration
 	PinnedTTL             time.Duration
 	Liveness              time.Duration
+	Inactive              time.Duration
 	MaxAckPending         int
 	Count                 int
 	Verify                bool
@@ -56,6 +57,9 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	flagx.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
 	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
 	flagx.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen instance over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
+	if k.Name == "static" {
+		flagx.DurationVar(fs, &opts.Inactive, "inactive-threshold", 0, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0: keep it forever, as the reference does; reference instances of the member refuse a consumer with a threshold)")
+	}
 	flagx.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still connected, to replace a dead one at once instead of after the pinned TTL (0s: off)")
 	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
 	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
@@ -168,6 +172,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		var line string
 		switch e.Kind {
 		case cg.EventJoined:
+			if e.Reason != "" {
+				defer fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, e.Reason)
+			}
 			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind.Name, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
 			if o.Kind.WorkStream != nil {
 				// An elastic instance learns its partitions as it binds: see rebalanced.
@@ -282,7 +289,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 
 	start := time.Now()
 	m, err := o.Kind.Join(c, runCtx, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
-		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), OnEvent: onEvent,
+		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: o.Inactive, OnEvent: onEvent,
 	})
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)

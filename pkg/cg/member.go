@@ -77,6 +77,13 @@ type JoinOptions struct {
 	// PullExpiry is how long each pull waits. Default: PinnedTTL/2, so an
 	// idle pinned instance re-pulls well within its TTL.
 	PullExpiry time.Duration
+	// InactiveThreshold, when positive, is how long a static member's
+	// consumer outlives its last instance before the server deletes it; its
+	// position is kept and a returning member resumes there (positions.go).
+	// Zero (the default) keeps the consumer forever, as the reference does:
+	// the threshold is part of the consumer's configuration, and reference
+	// instances of the same member refuse a consumer configured otherwise.
+	InactiveThreshold time.Duration
 	// LivenessInterval is how often a standby checks that the pinned
 	// instance of its member is still connected, so that an instance that
 	// died (its connection closed) is replaced at once instead of after the
@@ -105,6 +112,9 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.PullExpiry == 0 {
 		// Well inside the TTL: each pull resets the server's pin timer.
 		o.PullExpiry = max(o.PinnedTTL/2, 100*time.Millisecond)
+	}
+	if o.InactiveThreshold < 0 {
+		return o, errors.New("inactive threshold must not be negative")
 	}
 	if o.LivenessInterval == 0 {
 		o.LivenessInterval = 250 * time.Millisecond
@@ -168,6 +178,7 @@ type Member struct {
 	es         *elasticState
 	pinID      string
 	fencedPin  string // the pin given up by fencing: its messages are never acked
+	resumed    string // how a recreated static consumer resumed
 	liveness   *nats.Subscription
 	stopErr    error
 	once       sync.Once
@@ -254,7 +265,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 			return nil, err
 		}
 	}
-	m.emit(Event{Kind: EventJoined})
+	m.emit(Event{Kind: EventJoined, Reason: m.resumed})
 	if len(m.partitions) == 0 {
 		m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
 	} else {
@@ -293,6 +304,8 @@ func (m *Member) consumerConfig(filters []string) jetstream.ConsumerConfig {
 	}
 	if m.kind == "static" {
 		cc.Durable = m.consumer
+		// Not forever: see positions.go.
+		cc.InactiveThreshold = m.opts.InactiveThreshold
 	} else {
 		// Not durable: it goes away by inactivity, one ack wait after every
 		// instance of the member has stopped. The threshold is the
@@ -332,7 +345,20 @@ func compatible(have jetstream.ConsumerConfig, filters []string) bool {
 // compatible one, and starts pulling.
 func (m *Member) bindStatic(ctx context.Context, filters []string) error {
 	want := m.consumerConfig(filters)
-	cons, err := m.c.js.CreateConsumer(ctx, m.cstream, want)
+	var (
+		cons    jetstream.Consumer
+		err     error
+		resumed string
+	)
+	if _, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// Gone after inactivity (or never made): pick up where the member
+		// left off, if it saved its place.
+		create := want
+		resumed = m.startAfter(ctx, &create)
+		cons, err = m.c.js.CreateConsumer(ctx, m.cstream, create)
+	} else {
+		cons, err = m.c.js.CreateConsumer(ctx, m.cstream, want)
+	}
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer)
 		if err == nil && !compatible(cons.CachedInfo().Config, filters) {
@@ -350,7 +376,14 @@ func (m *Member) bindStatic(ctx context.Context, filters []string) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", m.consumer, m.cstream, err)
 	}
-	return m.attach(filters)
+	if err := m.attach(filters); err != nil {
+		return err
+	}
+	if resumed != "" {
+		m.resumed = resumed
+	}
+	go m.keepPosition(m.bound)
+	return nil
 }
 
 // attach starts pulling from the member consumer with the given filters.
@@ -634,7 +667,11 @@ func (m *Member) stop(err error, reason string) {
 		if reason == reasonStopRequested {
 			how = releaseUnpin
 		}
-		m.release(how)
+		wasPinned := m.release(how)
+		if wasPinned && m.kind == "static" && reason == reasonStopRequested {
+			var none uint64
+			m.savePosition(&none)
+		}
 		m.mu.Lock()
 		m.stopErr = err
 		m.mu.Unlock()

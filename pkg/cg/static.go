@@ -360,5 +360,6 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 		}
 		res.Consumers = append(res.Consumers, name)
 	}
+	c.deletePositions(ctx, stream, group, cfg.MemberNames())
 	return res, errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -399,4 +400,57 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 	pinned.Stop()
 	publish(t, js, []string{"k1"}, 1)
 	natstest.Eventually(t, 20*time.Second, "standby handles after release", func() bool { return cnt.get(standby) > 0 })
+}
+
+func TestStaticConsumerGoesAwayAndResumesWhereItLeftOff(t *testing.T) {
+	_, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	opts := cg.JoinOptions{InactiveThreshold: time.Second}
+	cnt := newCounter()
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("first"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, []string{"a", "b", "c"}, 10)
+	natstest.Eventually(t, 20*time.Second, "10 handled", func() bool { return cnt.get("first") == 10 })
+	m.Stop()
+	// No litter: with every instance gone the server deletes the consumer.
+	natstest.Eventually(t, 20*time.Second, "consumer deleted by inactivity", func() bool {
+		_, err := js.Consumer(ctx, "ORDERS", "g-m1")
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	})
+	publish(t, js, []string{"a", "b", "c"}, 5)
+	var reason string
+	m, err = c.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("second"), cg.JoinOptions{InactiveThreshold: time.Second, OnEvent: func(e cg.Event) {
+		if e.Kind == cg.EventJoined {
+			reason = e.Reason
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	// The group did not lose its position: only the 5 new messages.
+	natstest.Eventually(t, 20*time.Second, "5 new handled", func() bool { return cnt.get("second") == 5 })
+	ms, err := c.StaticMemberInfo(ctx, "ORDERS", "g", "m1")
+	if err != nil || ms.Pending != 0 {
+		t.Fatalf("member info after resuming: %+v %v", ms, err)
+	}
+	if cnt.get("second") != 5 || cnt.distinct() != 15 {
+		t.Fatalf("second run handled %d (want 5), distinct %d (want 15)", cnt.get("second"), cnt.distinct())
+	}
+	if !strings.Contains(reason, "resuming after stream sequence 10") {
+		t.Fatalf("joined event reason %q", reason)
+	}
+	// Deleting the group removes the saved position too.
+	if _, err := c.DeleteStatic(ctx, "ORDERS", "g"); err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := js.KeyValue(ctx, cg.PositionsBucket)
+	if _, err := kv.Get(ctx, "ORDERS.g.m1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("saved position left behind: %v", err)
+	}
 }

@@ -1,0 +1,126 @@
+package cg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Static member consumers are durable. With JoinOptions.InactiveThreshold
+// they do not stay on the server forever once every instance of a member is
+// gone: the server deletes them after the threshold. So that the member does
+// not lose its place when it returns, its pinned instance keeps the
+// consumer's ack floor in a bucket of cg's own, and a member whose consumer
+// is gone recreates it starting just after that floor. Positions are saved every
+// second and on stop, so a member killed without a goodbye and away longer
+// than the threshold replays at most about a second of messages: at least
+// once, in order.
+
+// PositionsBucket holds the saved positions of static members.
+const PositionsBucket = "cg-static-positions"
+
+// positionKey is the key of a member's saved position.
+func positionKey(stream, group, member string) string { return stream + "." + group + "." + member }
+
+// Position is a static member's saved place in its stream.
+type Position struct {
+	// AckFloor is the stream sequence up to which the member acked all
+	// its messages.
+	AckFloor uint64    `json:"ack_floor"`
+	Saved    time.Time `json:"saved"`
+}
+
+// positions opens (or creates, with replicas) the positions bucket.
+func (c *Client) positions(ctx context.Context, replicas int) (jetstream.KeyValue, error) {
+	return c.bucketFor(ctx, PositionsBucket, replicas)
+}
+
+// savedPosition reads a member's saved position (ok false when none).
+func (c *Client) savedPosition(ctx context.Context, stream, group, member string) (Position, bool) {
+	kv, err := c.js.KeyValue(ctx, PositionsBucket)
+	if err != nil {
+		return Position{}, false
+	}
+	e, err := kv.Get(ctx, positionKey(stream, group, member))
+	if err != nil {
+		return Position{}, false
+	}
+	var p Position
+	if json.Unmarshal(e.Value(), &p) != nil {
+		return Position{}, false
+	}
+	return p, true
+}
+
+// savePosition records the consumer's ack floor when it moved on.
+func (m *Member) savePosition(last *uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return
+	}
+	floor := cons.CachedInfo().AckFloor.Stream
+	if floor == 0 || floor == *last {
+		return
+	}
+	si, err := m.c.js.Stream(ctx, m.cstream)
+	if err != nil {
+		return
+	}
+	kv, err := m.c.positions(ctx, si.CachedInfo().Config.Replicas)
+	if err != nil {
+		return
+	}
+	raw, _ := json.Marshal(Position{AckFloor: floor, Saved: time.Now().UTC()})
+	if _, err := kv.Put(ctx, positionKey(m.stream, m.group, m.member), raw); err == nil {
+		*last = floor
+	}
+}
+
+// keepPosition saves the position every second while this instance is
+// the pinned one, until the binding is released.
+func (m *Member) keepPosition(b *binding) {
+	var last uint64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.pullDone:
+			return
+		case <-tick.C:
+			if m.PinID() != "" {
+				m.savePosition(&last)
+			}
+		}
+	}
+}
+
+// deletePositions removes the saved positions of a group's members.
+func (c *Client) deletePositions(ctx context.Context, stream, group string, members []string) {
+	kv, err := c.js.KeyValue(ctx, PositionsBucket)
+	if err != nil {
+		return
+	}
+	for _, m := range members {
+		if err := kv.Purge(ctx, positionKey(stream, group, m)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+	}
+}
+
+// startAfter configures a new consumer to start just after a saved ack
+// floor, returning a description for events ("" when there is none).
+func (m *Member) startAfter(ctx context.Context, cc *jetstream.ConsumerConfig) string {
+	p, ok := m.c.savedPosition(ctx, m.stream, m.group, m.member)
+	if !ok {
+		return ""
+	}
+	cc.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+	cc.OptStartSeq = p.AckFloor + 1
+	return "consumer recreated after inactivity, resuming after stream sequence " + strconv.FormatUint(p.AckFloor, 10) + " (saved " + p.Saved.Format(time.RFC3339) + ")"
+}
