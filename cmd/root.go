@@ -114,7 +114,8 @@ func (v *noColorFlag) Type() string   { return "bool" }
 func (v *noColorFlag) Set(s string) error {
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return err
+		// pflag already quotes the value and names the flag.
+		return errors.New("--no-color takes true or false")
 	}
 	v.set = b
 	if b {
@@ -131,7 +132,12 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && !errors.Is(err, exitcode.ErrSilent) {
-		fmt.Fprintf(f.IOStreams.ErrOut, "error: %s\n", err)
+		msg := err.Error()
+		// A refused request only times out; the server said why, apart.
+		if r := f.Refused(); r != "" && !exitcode.IsUsage(err) && !strings.Contains(msg, r) {
+			msg += "; the server refused: " + r
+		}
+		fmt.Fprintf(f.IOStreams.ErrOut, "error: %s\n", msg)
 		if exitcode.IsUsage(err) && cmd != nil {
 			if cmd.Name() == "help" && cmd.Parent() == root {
 				cmd = root

@@ -215,7 +215,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"grp", "bogus"}, `unknown command "bogus" for "cg grp"`, "cg grp"},
 		{[]string{"grp", "leaf", "a"}, "accepts 2 arg(s), received 1", "cg grp leaf"},
 		{[]string{"grp", "leaf", "usage", "x"}, `--mode "x" is not one of a, b`, "cg grp leaf"},
-		{[]string{"--no-color=maybe", "version"}, `invalid argument "maybe" for "--no-color" flag: strconv.ParseBool: parsing "maybe": invalid syntax`, "cg version"},
+		{[]string{"--no-color=maybe", "version"}, `invalid argument "maybe" for "--no-color" flag: --no-color takes true or false`, "cg version"},
 	}
 	for _, tt := range tests {
 		r := run(t, nil, tt.args...)

@@ -87,10 +87,11 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 				}
 				opts.Filters = append(opts.Filters, pf)
 			}
-			if len(opts.Filters) > 0 {
-				if err := opts.config(opts.Filters).Validate(); err != nil {
-					return exitcode.NewUsageError(err)
-				}
+			// Without --filter the filters come from the stream later, but
+			// max-members and the buffer caps can be checked now: a bad
+			// number is the command line's fault, not the stream's.
+			if err := opts.config(opts.Filters).Validate(); err != nil {
+				return exitcode.NewUsageError(err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

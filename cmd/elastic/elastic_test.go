@@ -268,6 +268,8 @@ func TestCreateRefusesBadInputCreatingNothing(t *testing.T) {
 		{[]string{"ORDERS", "", "10"}, 2, `group name "": must not be empty`},
 		{[]string{"ORDERS", "g", "0"}, 2, `max-members "0"`},
 		{[]string{"ORDERS", "g", "ten"}, 2, `max-members "ten"`},
+		{[]string{"ORDERS", "g", "2000000"}, 2, "max_members 2000000: is more than cg supports"},
+		{[]string{"AUDIT", "g", "2000000"}, 2, "max_members 2000000: is more than cg supports"},
 		{[]string{"ORDERS", "g"}, 2, "missing <max-members>"},
 		{[]string{"ORDERS", "g", "10", "m1"}, 2, "too many arguments"},
 		{[]string{"NOPE", "g", "10"}, 1, `stream not found: "NOPE"`},
@@ -317,9 +319,14 @@ func TestAddDrop(t *testing.T) {
 		!slices.Equal(mc.Config.Members, []string{"m1", "m2", "m3"}) || mc.Revision == 0 || len(mc.Moves) == 0 {
 		t.Fatalf("add --json: %+v (want moves %+v)", mc, wantMoves)
 	}
+	rev := mc.Revision
 	r = e.mustRun("elastic", "add", "ORDERS", "g", "m3")
 	if !strings.Contains(r.Err, "m3: already a member") || !has(r.Out, "Moved:     none") {
 		t.Fatalf("add of a member: out %q err %q", r.Out, r.Err)
+	}
+	// ... and writes nothing: a new revision would wake every member.
+	if !has(r.Out, fmt.Sprintf("Revision:  %d", rev)) || strings.Contains(r.Err, "added") {
+		t.Fatalf("add of a member wrote a new revision (was %d): out %q err %q", rev, r.Out, r.Err)
 	}
 
 	// Dropping only non-members fails and says so; a mix drops the members.

@@ -2,6 +2,7 @@ package static
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -158,6 +159,17 @@ func validateIdentity(stream, grp string) error {
 	return nil
 }
 
+// createError words a failed create. What the engine refuses as invalid
+// input (a consumer name the server would reject, say) is a usage error; a
+// stored configuration it cannot read is not the command line's fault.
+func createError(err error) error {
+	var ve *cg.ValidationError
+	if errors.As(err, &ve) && !errors.Is(err, cg.ErrInvalidConfig) {
+		return exitcode.NewUsageError(err)
+	}
+	return err
+}
+
 func createRun(ctx context.Context, o *CreateOptions) error {
 	c, err := o.F.Client()
 	if err != nil {
@@ -165,7 +177,7 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	}
 	res, err := c.CreateStatic(ctx, o.Stream, o.Group, o.Config)
 	if err != nil {
-		return err
+		return createError(err)
 	}
 	ios := o.F.IOStreams
 	a := res.Config.Assignment()

@@ -272,7 +272,8 @@ const maxCASRetries = 100
 
 // updateElastic applies change to the stored config with compare-and-set,
 // retrying when another administrator wrote in between, so no concurrent
-// update is ever lost.
+// update is ever lost. A change that changes no member writes nothing and
+// returns the stored config and revision.
 func (c *Client) updateElastic(ctx context.Context, stream, group string, change func(*ElasticConfig, *MembershipChange) error) (MembershipChange, error) {
 	mc := MembershipChange{Stream: stream, Group: group}
 	kv, err := c.bucket(ctx, ElasticBucket)
@@ -294,6 +295,13 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, change
 		mc.Changed, mc.Unchanged = nil, nil
 		if err := change(&next, &mc); err != nil {
 			return mc, err
+		}
+		if len(mc.Changed) == 0 {
+			// Nothing to do (an add of members already there): a write
+			// would bump the revision and wake every running member for
+			// nothing.
+			mc.Config, mc.Revision, mc.Moves = cfg, rev, nil
+			return mc, nil
 		}
 		raw, err := json.Marshal(next)
 		if err != nil {

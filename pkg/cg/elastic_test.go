@@ -260,6 +260,44 @@ func TestElasticConcurrentAddsAllLand(t *testing.T) {
 	}
 }
 
+// Adding members that are all there already writes nothing: a new
+// revision would wake every running member for no change.
+func TestElasticAddOfMembersAlreadyThereWritesNothing(t *testing.T) {
+	c, js, _ := elasticSetup(t, 4)
+	ctx := ctxT(t)
+	first, err := c.AddMembers(ctx, "ORDERS", "g", []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := c.AddMembers(ctx, "ORDERS", "g", []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mc.Changed) != 0 || strings.Join(mc.Unchanged, " ") != "b a" || len(mc.Moves) != 0 ||
+		mc.Revision != first.Revision || strings.Join(mc.Config.Members, " ") != "a b" {
+		t.Fatalf("no-op add: %+v (first add at revision %d)", mc, first.Revision)
+	}
+	kv, err := js.KeyValue(ctx, cg.ElasticBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "ORDERS.g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() != first.Revision {
+		t.Fatalf("no-op add wrote revision %d after %d", e.Revision(), first.Revision)
+	}
+	// A mix still adds the new one.
+	mc, err = c.AddMembers(ctx, "ORDERS", "g", []string{"a", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(mc.Changed, " ") != "c" || mc.Revision <= first.Revision || len(mc.Moves) == 0 {
+		t.Fatalf("add of a new member: %+v", mc)
+	}
+}
+
 func TestElasticBadConfigKeepsLastGoodAndShapeChangeStops(t *testing.T) {
 	c, js, fresh := elasticSetup(t, 4)
 	ctx := ctxT(t)

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -116,6 +118,11 @@ type target struct {
 	opts    []nats.Option
 	dialer  *recordingDialer
 	secrets []string
+	// files maps each file the settings name to its setting.
+	files map[string]fileSetting
+	// tls is set when TLS was asked for: a tls:// URL or a TLS file.
+	tls      bool
+	refusals *refusals
 }
 
 func (f *Factory) pick(flag, env string) string {
@@ -179,14 +186,24 @@ func (f *Factory) resolve() (*target, error) {
 		t.source = fmt.Sprintf("context %q", nctx.Name)
 	}
 	t.secrets = append(urlSecrets(t.url), password, nctx.Password(), nctx.Token())
+	if err := f.checkCredentials(nctx); err != nil {
+		return nil, t.scrub(err)
+	}
+	t.files = f.fileSettings(nctx)
+	t.tls = strings.Contains(strings.ToLower(t.url), "tls://") ||
+		nctx.Certificate() != "" || nctx.Key() != "" || nctx.CA() != ""
+	t.refusals = &f.refusals
 
 	extra := []nats.Option{
 		nats.Name(ClientName),
 		nats.Timeout(o.Timeout),
 		// nats.go's default handler prints to os.Stderr behind the IO
-		// streams' back; errors that matter reach commands through the
-		// API calls they make.
-		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+		// streams' back. Errors that matter reach commands through the
+		// API calls they make, except permission violations: the request
+		// refused only times out, so they are kept to say why.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			f.refusals.record(err)
+		}),
 	}
 	if nctx.SocksProxy() == "" {
 		t.dialer = &recordingDialer{d: net.Dialer{Timeout: o.Timeout}}
@@ -271,20 +288,66 @@ func (t *target) connectError(err error, timeout time.Duration) error {
 		}
 	}
 	hint := startHint
-	var uerr *url.Error
+	var (
+		uerr *url.Error
+		perr *fs.PathError
+	)
 	switch {
 	case errors.As(cause, &uerr):
 		return fmt.Errorf("cannot connect to %s: invalid URL: %v; fix --server, NATS_URL or the context's url", t.where(), uerr.Err)
+	case errors.As(cause, &perr):
+		// A file the settings name (read as nats.go connects): never a
+		// missing server.
+		s, ok := t.files[perr.Path]
+		if !ok {
+			s = fileSetting{name: "file", hint: "check --creds, --nkey, --tlsca, --tlscert, --tlskey and the context's files"}
+		}
+		return fmt.Errorf("cannot connect to %s: %s %s: cannot read it: %v; %s", t.where(), s.name, perr.Path, perr.Err, s.hint)
+	case isCredentialError(cause):
+		hint = credsHint
+	case t.tlsDropped(cause):
+		// With mutual TLS the handshake completes on the client's side
+		// and the server then drops a client without a certificate it
+		// trusts: what the client sees first is a broken pipe, a reset
+		// or an end of file more often than the server's alert.
+		return fmt.Errorf("cannot connect to %s: %s as the TLS connection began: the server may require a valid client certificate; "+
+			"check --tlsca, --tlscert and --tlskey", t.where(), describe(cause, timeout))
 	case isTLSError(cause):
-		hint = "check --tlsca, --tlscert and --tlskey, or the server's TLS settings"
+		hint = tlsHint
 	}
 	return fmt.Errorf("cannot connect to %s: %s; %s", t.where(), describe(cause, timeout), hint)
+}
+
+// tlsDropped reports whether err is the server dropping a TLS connection
+// right after it was made.
+func (t *target) tlsDropped(err error) bool {
+	usedTLS := t.tls || (t.dialer != nil && t.dialer.sawTLS())
+	return usedTLS && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, nats.ErrConnectionClosed))
 }
 
 func (t *target) checkJetStream(js jetstream.JetStream, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	// A refused request is never answered: stop waiting at the refusal.
+	go func() {
+		select {
+		case <-t.refusals.refused():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	_, err := js.AccountInfo(ctx)
+	if err != nil {
+		if r := t.refusals.lastRefusal(); r != "" {
+			api := "$JS.API.>"
+			if t.domain != "" {
+				api = "$JS." + t.domain + ".API.>"
+			}
+			return fmt.Errorf("this user may not use JetStream on %s: the server refused: %s; ask for permission to publish to %s and to subscribe to _INBOX.>",
+				t.where(), r, api)
+		}
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -317,6 +380,9 @@ func (t *target) scrub(err error) error {
 			msg = strings.ReplaceAll(msg, s, "xxxxx")
 		}
 	}
+	// Whatever a setting held by mistake, no seed or JWT is ever shown.
+	msg = seedText.ReplaceAllString(msg, "xxxxx")
+	msg = jwtText.ReplaceAllString(msg, "xxxxx")
 	if msg == err.Error() {
 		return err
 	}
@@ -392,10 +458,23 @@ func isTLSError(err error) bool {
 		rerr tls.RecordHeaderError
 		uerr x509.UnknownAuthorityError
 		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
 	)
-	return errors.As(err, &verr) || errors.As(err, &rerr) || errors.As(err, &uerr) || errors.As(err, &herr) ||
-		errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) ||
-		strings.Contains(err.Error(), "tls:")
+	msg := err.Error()
+	return errors.As(err, &verr) || errors.As(err, &rerr) || errors.As(err, &uerr) || errors.As(err, &herr) || errors.As(err, &cerr) ||
+		errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) || errors.Is(err, nats.ErrTLS) ||
+		// nats.go's own wording of a CA or client certificate file it
+		// cannot use ("failed to parse root certificate from ...").
+		strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:") ||
+		strings.Contains(msg, "certificate") || strings.Contains(msg, "rootCA")
+}
+
+// isCredentialError reports whether err is about the credentials cg was
+// given (read as nats.go connects), rather than about reaching a server.
+func isCredentialError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "nkeys:") || strings.Contains(msg, "key pair") ||
+		strings.Contains(msg, "signing nonce") || strings.Contains(msg, "user jwt")
 }
 
 // describe words a dial failure briefly: "connection refused", "no such
@@ -418,11 +497,14 @@ func describe(err error, timeout time.Duration) string {
 }
 
 // recordingDialer remembers the last dial error, which nats.go otherwise
-// folds into "no servers available for connection".
+// folds into "no servers available for connection", and whether a
+// connection started a TLS handshake (the server may require TLS when
+// nothing in the settings asked for it).
 type recordingDialer struct {
 	d    net.Dialer
 	mu   sync.Mutex
 	last error
+	tls  bool
 }
 
 func (r *recordingDialer) Dial(network, address string) (net.Conn, error) {
@@ -431,8 +513,36 @@ func (r *recordingDialer) Dial(network, address string) (net.Conn, error) {
 		r.mu.Lock()
 		r.last = err
 		r.mu.Unlock()
+		return nil, err
 	}
-	return c, err
+	return &watchedConn{Conn: c, d: r}, nil
+}
+
+func (r *recordingDialer) sawTLS() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tls
+}
+
+// watchedConn notes whether the client's first write is a TLS handshake
+// record (a ClientHello) rather than a NATS protocol line.
+type watchedConn struct {
+	net.Conn
+	d     *recordingDialer
+	first sync.Once
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		c.first.Do(func() {
+			if p[0] == 0x16 { // TLS record type: handshake
+				c.d.mu.Lock()
+				c.d.tls = true
+				c.d.mu.Unlock()
+			}
+		})
+	}
+	return c.Conn.Write(p)
 }
 
 func (r *recordingDialer) lastError() error {

@@ -33,6 +33,8 @@ type Factory struct {
 	mu     sync.Mutex
 	nc     *nats.Conn
 	closed bool
+
+	refusals refusals
 }
 
 // New returns a factory for one invocation; env nil means an empty
@@ -75,4 +77,12 @@ func (f *Factory) Close() {
 		f.nc.Close()
 		f.nc = nil
 	}
+}
+
+// Refused is the server's wording of the last permission violation it
+// reported on the connection ("Permissions Violation for Publish to
+// ..."), or "" if none. A command whose request was refused sees only a
+// timeout; this says why.
+func (f *Factory) Refused() string {
+	return f.refusals.lastRefusal()
 }
