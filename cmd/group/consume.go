@@ -229,7 +229,8 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			key, keySeq, _ = traffic.KeyOf(m.Headers())
 			check = verifier.Observe(key, keySeq, sseq, o.Member)
 		}
-		actx, cancel := context.WithTimeout(context.Background(), o.F.Conn.Timeout)
+		// Not past the ack wait: by then the server redelivers anyway.
+		actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
 		ackErr := m.DoubleAck(actx)
 		cancel()
 		took := time.Since(start)

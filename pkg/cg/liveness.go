@@ -97,20 +97,7 @@ func (m *Member) watchdog(b *binding) {
 }
 
 // pinnedID is the member consumer's current pin id, as the server says.
-func (m *Member) pinnedID(b *binding) string {
-	ctx, cancel := context.WithTimeout(m.ctx, time.Second)
-	defer cancel()
-	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
-	if err != nil {
-		return ""
-	}
-	for _, pg := range cons.CachedInfo().PriorityGroups {
-		if pg.Group == PriorityGroup {
-			return pg.PinnedClientID
-		}
-	}
-	return ""
-}
+func (m *Member) pinnedID(_ *binding) string { return m.serverPin() }
 
 // nakOrphan hands back the message a dead pinned instance held unacked,
 // which would otherwise block its partitions (max ack pending 1) until the

@@ -193,8 +193,12 @@ type binding struct {
 	// work carries pulled messages to the handler loop. Messages are
 	// handled serially, in delivery order; parallel per-partition lanes
 	// would fan out from here, one loop per lane.
-	work       chan *nats.Msg
-	releasing  atomic.Bool
+	work      chan *nats.Msg
+	releasing atomic.Bool
+	// acked remembers the stream sequences this binding acked lately, so
+	// a redelivery of one (its ack was slow or lost) is acked again rather
+	// than handled twice.
+	acked      *seqRing
 	stopPull   chan struct{}
 	pullDone   chan struct{}
 	handleDone chan struct{}
@@ -392,7 +396,7 @@ func (m *Member) attach(filters []string) error {
 	if err != nil {
 		return err
 	}
-	b := &binding{filters: filters, puller: p, work: make(chan *nats.Msg, cap(p.in)),
+	b := &binding{filters: filters, puller: p, work: make(chan *nats.Msg, cap(p.in)), acked: newSeqRing(1024),
 		stopPull: make(chan struct{}), pullDone: make(chan struct{}), handleDone: make(chan struct{})}
 	go func() {
 		defer close(b.pullDone)
@@ -426,8 +430,14 @@ func (m *Member) handleLoop(b *binding) {
 				_ = raw.Nak()
 				continue
 			}
+			if md, err := raw.Metadata(); err == nil && md.NumDelivered > 1 && b.acked.has(md.Sequence.Stream) {
+				// Handled and acked already; the ack did not make it in
+				// time. Settle it again instead of handling it twice.
+				_ = raw.Ack()
+				continue
+			}
 			subject, p := StripPartition(raw.Subject)
-			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: b.puller.nc, mem: m}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: b.puller.nc, mem: m, acked: b.acked}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
 		case <-b.pullDone:
 			for {
 				select {
@@ -559,8 +569,23 @@ func (m *Member) staleMsg(raw *nats.Msg) bool {
 	return false
 }
 
-// fence gives up a pin the instance can no longer be sure of.
+// fence gives up a pin the instance can no longer be sure of, unless the
+// server confirms it is still this instance's: then the doubt was a false
+// alarm (a pull sent while reconnecting, a scheduling hiccup) and the pin
+// is kept, with the confirmation counting as a successful pull.
 func (m *Member) fence(gap time.Duration) {
+	m.mu.Lock()
+	suspect, b := m.pinID, m.bound
+	m.mu.Unlock()
+	if suspect == "" {
+		return
+	}
+	if b != nil && m.serverPin() == suspect {
+		now := time.Now().UnixNano()
+		b.puller.lastGood.Store(now)
+		b.puller.lastTick.Store(now)
+		return
+	}
 	m.mu.Lock()
 	had := m.pinID
 	m.pinID = ""
@@ -576,6 +601,23 @@ func (m *Member) fence(gap time.Duration) {
 		"no successful pull for %s (pinned TTL %s): the server may have pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
 		gap.Round(time.Millisecond), m.opts.PinnedTTL, shortID(had))})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
+}
+
+// serverPin is the member consumer's pin id as the server says ("" when
+// it cannot be asked).
+func (m *Member) serverPin() string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return ""
+	}
+	for _, pg := range cons.CachedInfo().PriorityGroups {
+		if pg.Group == PriorityGroup {
+			return pg.PinnedClientID
+		}
+	}
+	return ""
 }
 
 func shortID(id string) string {
@@ -725,3 +767,31 @@ func (m *Member) PinID() string {
 
 // Consumer is the name of the member's consumer.
 func (m *Member) Consumer() string { return m.consumer }
+
+// seqRing is a small set of recent stream sequences.
+type seqRing struct {
+	mu   sync.Mutex
+	seqs []uint64
+	set  map[uint64]bool
+	next int
+}
+
+func newSeqRing(n int) *seqRing { return &seqRing{seqs: make([]uint64, n), set: map[uint64]bool{}} }
+
+func (r *seqRing) add(seq uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.set[seq] {
+		return
+	}
+	delete(r.set, r.seqs[r.next])
+	r.seqs[r.next] = seq
+	r.set[seq] = true
+	r.next = (r.next + 1) % len(r.seqs)
+}
+
+func (r *seqRing) has(seq uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.set[seq]
+}

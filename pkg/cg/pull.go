@@ -46,9 +46,20 @@ func apiPrefix(js jetstream.JetStream) string {
 
 // jsMsg adapts a pulled *nats.Msg to jetstream.Msg.
 type jsMsg struct {
-	m   *nats.Msg
-	nc  *nats.Conn
-	mem *Member // refuses acks once the instance is fenced
+	m     *nats.Msg
+	nc    *nats.Conn
+	mem   *Member  // refuses acks once the instance is fenced
+	acked *seqRing // records what was acked, to recognise redeliveries
+}
+
+// note records an ack (or an attempt that may have reached the server).
+func (j jsMsg) note() {
+	if j.acked == nil {
+		return
+	}
+	if md, err := j.m.Metadata(); err == nil {
+		j.acked.add(md.Sequence.Stream)
+	}
 }
 
 var _ jetstream.Msg = jsMsg{}
@@ -72,7 +83,11 @@ func (j jsMsg) Ack() error {
 	if err := j.stale(); err != nil {
 		return err
 	}
-	return j.m.Ack()
+	err := j.m.Ack()
+	if err == nil {
+		j.note()
+	}
+	return err
 }
 
 func (j jsMsg) InProgress() error {
@@ -96,7 +111,13 @@ func (j jsMsg) DoubleAck(ctx context.Context) error {
 	if err := j.stale(); err != nil {
 		return err
 	}
-	return j.m.AckSync(nats.Context(ctx))
+	err := j.m.AckSync(nats.Context(ctx))
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		// A timed-out ack may still have been applied: either way the
+		// message was handled, and a redelivery is settled, not handled.
+		j.note()
+	}
+	return err
 }
 
 func (j jsMsg) TermWithReason(reason string) error {
@@ -176,6 +197,12 @@ func newPuller(m *Member) (*puller, error) {
 
 // pull sends the next request, carrying our pin id when we hold one.
 func (p *puller) pull() {
+	if !p.nc.IsConnected() {
+		// A request buffered while reconnecting would leave later than
+		// sentAt says, and fencing relies on sentAt.
+		p.retryAt = time.Now().Add(100 * time.Millisecond)
+		return
+	}
 	req := pullRequest{Expires: p.m.opts.PullExpiry, Batch: p.batch, Group: PriorityGroup, ID: p.m.PinID()}
 	body, _ := json.Marshal(req)
 	if err := p.nc.PublishRequest(p.subject, p.inbox, body); err != nil {
