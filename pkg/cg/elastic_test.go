@@ -308,7 +308,8 @@ func TestElasticBadConfigKeepsLastGoodAndShapeChangeStops(t *testing.T) {
 	var warnings []string
 	l := newLedger()
 	m, err := fresh().JoinElastic(ctx, "ORDERS", "g", "m1", l.handler("m1"), cg.JoinOptions{OnEvent: func(e cg.Event) {
-		if e.Kind == cg.EventWarning {
+		// Only the configuration warnings: under load a pull may warn too.
+		if e.Kind == cg.EventWarning && strings.Contains(e.Reason, "unusable configuration") {
 			emu.Lock()
 			warnings = append(warnings, e.Reason)
 			emu.Unlock()
@@ -327,7 +328,7 @@ func TestElasticBadConfigKeepsLastGoodAndShapeChangeStops(t *testing.T) {
 	natstest.Eventually(t, 10*time.Second, "3 warnings naming the key", func() bool {
 		emu.Lock()
 		defer emu.Unlock()
-		return len(warnings) == 3
+		return len(warnings) >= 3
 	})
 	// Still consuming with the last good configuration.
 	pub := startPublisher(t, js, 4, 20, time.Millisecond)
