@@ -624,23 +624,8 @@ func TestDeleteRemovesGroupAndWorkStreamOnly(t *testing.T) {
 	}
 }
 
-// skipIfNoJoin skips the test while cg.JoinElastic is a stub.
-func (e *env) skipIfNoJoin() {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m, err := cg.New(e.js).JoinElastic(ctx, "ORDERS", "no-such-group", "m", func(context.Context, *cg.Msg) {}, cg.JoinOptions{})
-	if m != nil {
-		m.Stop()
-	}
-	if err != nil && strings.Contains(err.Error(), "not yet") {
-		e.t.Skip("cg.JoinElastic is still a stub: " + err.Error())
-	}
-}
-
 func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 	e := newEnv(t)
-	e.skipIfNoJoin()
 
 	e.mustRun("elastic", "create", "ORDERS", "g", "10", "--filter", "orders.*:1")
 	e.mustRun("elastic", "add", "ORDERS", "g", "m1", "m2")
@@ -707,7 +692,6 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 
 func TestConsumeFollowsMembershipLive(t *testing.T) {
 	e := newEnv(t)
-	e.skipIfNoJoin()
 	e.mustRun("elastic", "create", "ORDERS", "g", "10", "--filter", "orders.*:1")
 	e.mustRun("elastic", "add", "ORDERS", "g", "m1", "m2")
 	a := clitest.Start(cmd.Run, e.env, "elastic", "join", "ORDERS", "g", "m1", "--sleep", "0s", "--json")
