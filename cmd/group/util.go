@@ -2,8 +2,6 @@ package group
 
 import (
 	"errors"
-	"strconv"
-	"strings"
 
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -12,28 +10,12 @@ func isErr(err, target error) bool { return errors.Is(err, target) }
 
 var errGroupNotFound = cg.ErrGroupNotFound
 
-// Ranges renders partitions compactly: 0-4,7,9.
+// Ranges renders partitions compactly (0-4,7,9), "-" for none.
 func Ranges(ps []int) string {
 	if len(ps) == 0 {
 		return "-"
 	}
-	var parts []string
-	for i := 0; i < len(ps); {
-		j := i
-		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
-			j++
-		}
-		switch {
-		case j == i:
-			parts = append(parts, strconv.Itoa(ps[i]))
-		case j == i+1:
-			parts = append(parts, strconv.Itoa(ps[i]), strconv.Itoa(ps[j]))
-		default:
-			parts = append(parts, strconv.Itoa(ps[i])+"-"+strconv.Itoa(ps[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
+	return cg.Ranges(ps)
 }
 
 // shortPin shows a pin id's tail: ids from one server share their prefix.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -245,7 +246,7 @@ func (m *Member) reconcile() time.Duration {
 	}
 }
 
-// Ranges renders partitions compactly: 0-4,7.
+// Ranges renders partitions compactly: 0-4,7,9 (a run of two as 3,4).
 func Ranges(ps []int) string {
 	var parts []string
 	for i := 0; i < len(ps); {
@@ -253,10 +254,13 @@ func Ranges(ps []int) string {
 		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
 			j++
 		}
-		if j == i {
-			parts = append(parts, fmt.Sprint(ps[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", ps[i], ps[j]))
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(ps[i]))
+		case j == i+1:
+			parts = append(parts, strconv.Itoa(ps[i]), strconv.Itoa(ps[j]))
+		default:
+			parts = append(parts, strconv.Itoa(ps[i])+"-"+strconv.Itoa(ps[j]))
 		}
 		i = j + 1
 	}
