@@ -55,98 +55,81 @@ func checkFilters(fs []string) error {
 	return nil
 }
 
-// NewCmdCreateBalanced builds `cg static create balanced`.
-func NewCmdCreateBalanced(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+// newCmdCreate builds one of the create verbs: both bind the same
+// positional identity and --filter, and differ in how the arguments after
+// max-members become membership.
+func newCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions) error, cmd *cobra.Command, last string,
+	membership func(cfg *cg.StaticConfig, args []string) error) *cobra.Command {
 	opts := &CreateOptions{F: f}
 	var filters []string
-	cmd := &cobra.Command{
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) < 4 {
+			return group.Args("stream", "group", "max-members", last)(cmd, args)
+		}
+		return nil
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := validateIdentity(args[0], args[1]); err != nil {
+			return err
+		}
+		n, err := parseMax(args[2])
+		if err != nil {
+			return err
+		}
+		if err := checkFilters(filters); err != nil {
+			return err
+		}
+		opts.Stream, opts.Group = args[0], args[1]
+		opts.Config = cg.StaticConfig{MaxMembers: n, Filters: filters}
+		if err := membership(&opts.Config, args[3:]); err != nil {
+			return err
+		}
+		if err := opts.Config.Validate(); err != nil {
+			return exitcode.NewUsageError(err)
+		}
+		if runF != nil {
+			return runF(cmd.Context(), opts)
+		}
+		return createRun(cmd.Context(), opts)
+	}
+	bindFilters(cmd, &filters)
+	return cmd
+}
+
+// NewCmdCreateBalanced builds `cg static create balanced`.
+func NewCmdCreateBalanced(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+	return newCmdCreate(f, runF, &cobra.Command{
 		Use:   "balanced <stream> <group> <max-members> <member>...",
 		Short: "Create a static group whose partitions are spread evenly over a member list",
 		Long: "Create a static group over a stream whose subject transform starts with {{partition(N,...)}},\n" +
 			"with N equal to max-members. Partitions are split in contiguous blocks over the members sorted by\n" +
 			"name, leftovers round-robin, exactly as every implementation computes it.",
 		Example: "  cg static create balanced ORDERS fulfillment 10 m1 m2\n  cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>'",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 4 {
-				return group.Args("stream", "group", "max-members", "member")(cmd, args)
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := validateIdentity(args[0], args[1]); err != nil {
-				return err
-			}
-			n, err := parseMax(args[2])
-			if err != nil {
-				return err
-			}
-			if err := checkFilters(filters); err != nil {
-				return err
-			}
-			opts.Stream, opts.Group = args[0], args[1]
-			opts.Config = cg.StaticConfig{MaxMembers: n, Filters: filters, Members: args[3:]}
-			if err := opts.Config.Validate(); err != nil {
-				return exitcode.NewUsageError(err)
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return createRun(cmd.Context(), opts)
-		},
-	}
-	bindFilters(cmd, &filters)
-	return cmd
+	}, "member", func(cfg *cg.StaticConfig, args []string) error {
+		cfg.Members = args
+		return nil
+	})
 }
 
 // NewCmdCreateMapped builds `cg static create mapped`.
 func NewCmdCreateMapped(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
-	opts := &CreateOptions{F: f}
-	var filters []string
-	cmd := &cobra.Command{
+	return newCmdCreate(f, runF, &cobra.Command{
 		Use:   "mapped <stream> <group> <max-members> <member:p,p,...>...",
 		Short: "Create a static group with explicit member to partition mappings",
 		Long: "Create a static group whose partitions are handed out explicitly, e.g. to give a hot key's\n" +
 			"partition a member of its own. Every partition 0..max-members-1 must be mapped exactly once;\n" +
 			"ranges such as 0-4 are accepted.",
 		Example: "  cg static create mapped ORDERS fulfillment 10 m1:0,1,2,3 m2:4-8 whale:9",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 4 {
-				return group.Args("stream", "group", "max-members", "member:p,p,...")(cmd, args)
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := validateIdentity(args[0], args[1]); err != nil {
-				return err
-			}
-			n, err := parseMax(args[2])
+	}, "member:p,p,...", func(cfg *cg.StaticConfig, args []string) error {
+		for _, a := range args {
+			mm, err := cg.ParseMapping(a)
 			if err != nil {
-				return err
-			}
-			if err := checkFilters(filters); err != nil {
-				return err
-			}
-			var mms []cg.MemberMapping
-			for _, a := range args[3:] {
-				mm, err := cg.ParseMapping(a)
-				if err != nil {
-					return exitcode.NewUsageError(err)
-				}
-				mms = append(mms, mm)
-			}
-			opts.Stream, opts.Group = args[0], args[1]
-			opts.Config = cg.StaticConfig{MaxMembers: n, Filters: filters, MemberMappings: mms}
-			if err := opts.Config.Validate(); err != nil {
 				return exitcode.NewUsageError(err)
 			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return createRun(cmd.Context(), opts)
-		},
-	}
-	bindFilters(cmd, &filters)
-	return cmd
+			cfg.MemberMappings = append(cfg.MemberMappings, mm)
+		}
+		return nil
+	})
 }
 
 func validateIdentity(stream, grp string) error {
