@@ -6,6 +6,7 @@ import (
 	"github.com/cg-dev/cg/cmd/demo"
 	"github.com/cg-dev/cg/cmd/elastic"
 	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/cmd/partition"
 	"github.com/cg-dev/cg/cmd/publish"
 	"github.com/cg-dev/cg/cmd/server"
 	"github.com/cg-dev/cg/cmd/static"
@@ -17,6 +18,7 @@ func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 	root.AddCommand(
 		static.NewCmd(f),
 		elastic.NewCmd(f),
+		partition.NewCmd(f, nil),
 		demo.NewCmd(f),
 		publish.NewCmd(f),
 		server.NewCmd(f),

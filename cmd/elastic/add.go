@@ -22,6 +22,8 @@ type MembersOptions struct {
 	Stream, Group string
 	Members       []string
 	Drop          bool
+	// DryRun computes the change and writes nothing.
+	DryRun bool
 }
 
 // NewCmdAdd builds `cg elastic add <stream> <group> <member>...`.
@@ -54,6 +56,8 @@ func newCmdMembers(f *factory.Factory, drop bool, runF func(context.Context, *Me
 			"and each partition that changed owner."
 		cmd.Example = "  cg elastic drop ORDERS fulfillment m1\n  cg elastic drop ORDERS fulfillment m2 m3 --json"
 	}
+	cmd.Example += "\n  cg elastic " + cmd.Name() + " ORDERS fulfillment m9 --dry-run"
+	bindDryRun(cmd, &opts.DryRun)
 	cmd.Args = group.ArgsVariadic("member", "stream", "group", "member")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
@@ -87,11 +91,20 @@ func membersRun(ctx context.Context, o *MembersOptions) error {
 	if o.Drop {
 		change, verb, prep, missing = c.DropMembers, "dropped", "from", "not a member"
 	}
-	mc, err := change(ctx, o.Stream, o.Group, o.Members)
+	mc, err := change(ctx, o.Stream, o.Group, o.Members, changeOptions(o.DryRun)...)
 	if err != nil {
 		return changeError(err, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
+	if o.DryRun {
+		if !o.F.JSON {
+			cs := render.NewColorScheme(ios.ColorEnabled())
+			for _, m := range mc.Unchanged {
+				fmt.Fprintf(ios.ErrOut, "%s: %s\n", cs.Member(m), missing)
+			}
+		}
+		return renderPlan(o.F, mc)
+	}
 	if o.F.JSON {
 		return render.JSON(ios.Out, jsonChange(mc))
 	}

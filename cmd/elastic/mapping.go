@@ -18,12 +18,14 @@ type CreateMappingOptions struct {
 	F             *factory.Factory
 	Stream, Group string
 	Mappings      []cg.MemberMapping
+	// DryRun computes the change and writes nothing.
+	DryRun bool
 }
 
 // NewCmdCreateMapping builds `cg elastic create-mapping <stream> <group> <member:p,p,...>...`.
 func NewCmdCreateMapping(f *factory.Factory, runF func(context.Context, *CreateMappingOptions) error) *cobra.Command {
 	opts := &CreateMappingOptions{F: f}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:     "create-mapping <stream> <group> <member:p,p,...>...",
 		Aliases: []string{"cm", "createmapping"},
 		Short:   "Hand an elastic group's partitions out explicitly; running members rebalance live",
@@ -32,7 +34,8 @@ func NewCmdCreateMapping(f *factory.Factory, runF func(context.Context, *CreateM
 			"once; ranges such as 0-4 are accepted. It replaces a member list or earlier mappings; go back to a\n" +
 			"member list with delete-mapping.",
 		Example: "  cg elastic create-mapping ORDERS fulfillment m1:0-3 m2:4-8 whale:9\n" +
-			"  cg elastic cm ORDERS fulfillment m1:0,2,4,6,8 m2:1,3,5,7,9 --json",
+			"  cg elastic cm ORDERS fulfillment m1:0,2,4,6,8 m2:1,3,5,7,9 --json\n" +
+			"  cg elastic cm ORDERS fulfillment m1:0-4 m2:5-9 --dry-run",
 		Args: group.ArgsVariadic("member:p,p,...", "stream", "group", "member:p,p,..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Mappings = args[0], args[1], nil
@@ -49,6 +52,8 @@ func NewCmdCreateMapping(f *factory.Factory, runF func(context.Context, *CreateM
 			return createMappingRun(cmd.Context(), opts)
 		},
 	}
+	bindDryRun(cmd, &opts.DryRun)
+	return cmd
 }
 
 func createMappingRun(ctx context.Context, o *CreateMappingOptions) error {
@@ -56,9 +61,12 @@ func createMappingRun(ctx context.Context, o *CreateMappingOptions) error {
 	if err != nil {
 		return err
 	}
-	mc, err := c.SetMappings(ctx, o.Stream, o.Group, o.Mappings)
+	mc, err := c.SetMappings(ctx, o.Stream, o.Group, o.Mappings, changeOptions(o.DryRun)...)
 	if err != nil {
 		return changeError(err, o.Stream, o.Group)
+	}
+	if o.DryRun {
+		return renderPlan(o.F, mc)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {

@@ -247,6 +247,28 @@ type MembershipChange struct {
 	Revision  uint64        `json:"revision"`
 	// Moves are the partitions that changed owner.
 	Moves []Move `json:"moves"`
+	// Previous is the configuration the change was applied to.
+	Previous ElasticConfig `json:"-"`
+	// DryRun: nothing was written; Config and Moves are what the change
+	// would give and Revision is the stored one.
+	DryRun bool `json:"-"`
+}
+
+// ChangeOption tunes AddMembers, DropMembers and SetMappings.
+type ChangeOption func(*changeOptions)
+
+type changeOptions struct{ dryRun bool }
+
+// DryRun computes the change from the stored configuration and writes
+// nothing.
+func DryRun() ChangeOption { return func(o *changeOptions) { o.dryRun = true } }
+
+func applyOptions(opts []ChangeOption) changeOptions {
+	var o changeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // Move is one partition changing owner ("" for none).
@@ -274,8 +296,8 @@ const maxCASRetries = 100
 // retrying when another administrator wrote in between, so no concurrent
 // update is ever lost. A change that changes no member writes nothing and
 // returns the stored config and revision.
-func (c *Client) updateElastic(ctx context.Context, stream, group string, change func(*ElasticConfig, *MembershipChange) error) (MembershipChange, error) {
-	mc := MembershipChange{Stream: stream, Group: group}
+func (c *Client) updateElastic(ctx context.Context, stream, group string, o changeOptions, change func(*ElasticConfig, *MembershipChange) error) (MembershipChange, error) {
+	mc := MembershipChange{Stream: stream, Group: group, DryRun: o.dryRun}
 	kv, err := c.bucket(ctx, ElasticBucket)
 	if err != nil {
 		if errors.Is(err, ErrGroupNotFound) {
@@ -292,7 +314,7 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, change
 		next := cfg
 		next.Members = slices.Clone(cfg.Members)
 		next.MemberMappings = slices.Clone(cfg.MemberMappings)
-		mc.Changed, mc.Unchanged = nil, nil
+		mc.Changed, mc.Unchanged, mc.Previous = nil, nil, cfg
 		if err := change(&next, &mc); err != nil {
 			return mc, err
 		}
@@ -301,6 +323,11 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, change
 			// would bump the revision and wake every running member for
 			// nothing.
 			mc.Config, mc.Revision, mc.Moves = cfg, rev, nil
+			return mc, nil
+		}
+		if o.dryRun {
+			mc.Config, mc.Revision = next, rev
+			mc.Moves = Moves(before, next.Assignment())
 			return mc, nil
 		}
 		raw, err := json.Marshal(next)
@@ -326,11 +353,11 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, change
 }
 
 // AddMembers adds members to an elastic group that uses a member list.
-func (c *Client) AddMembers(ctx context.Context, stream, group string, members []string) (MembershipChange, error) {
+func (c *Client) AddMembers(ctx context.Context, stream, group string, members []string, opts ...ChangeOption) (MembershipChange, error) {
 	if err := checkMemberNames(members); err != nil {
 		return MembershipChange{}, err
 	}
-	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+	return c.updateElastic(ctx, stream, group, applyOptions(opts), func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 {
 			return fmt.Errorf("%w: elastic group %q uses member mappings; delete them first (cg elastic delete-mapping) or change the mappings", ErrMappedGroup, group)
 		}
@@ -350,11 +377,11 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 }
 
 // DropMembers removes members from an elastic group that uses a member list.
-func (c *Client) DropMembers(ctx context.Context, stream, group string, members []string) (MembershipChange, error) {
+func (c *Client) DropMembers(ctx context.Context, stream, group string, members []string, opts ...ChangeOption) (MembershipChange, error) {
 	if err := checkMemberNames(members); err != nil {
 		return MembershipChange{}, err
 	}
-	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+	return c.updateElastic(ctx, stream, group, applyOptions(opts), func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 {
 			return fmt.Errorf("%w: elastic group %q uses member mappings; change them with create-mapping instead", ErrMappedGroup, group)
 		}
@@ -387,8 +414,8 @@ func checkMemberNames(members []string) error {
 
 // SetMappings replaces an elastic group's membership with explicit
 // mappings; every partition must be mapped exactly once.
-func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []MemberMapping) (MembershipChange, error) {
-	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []MemberMapping, opts ...ChangeOption) (MembershipChange, error) {
+	return c.updateElastic(ctx, stream, group, applyOptions(opts), func(cfg *ElasticConfig, mc *MembershipChange) error {
 		check := StaticConfig{MaxMembers: cfg.MaxMembers, MemberMappings: mms}
 		if err := check.Validate(); err != nil {
 			return err
@@ -410,7 +437,7 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 			return MembershipChange{}, err
 		}
 	}
-	return c.updateElastic(ctx, stream, group, func(cfg *ElasticConfig, mc *MembershipChange) error {
+	return c.updateElastic(ctx, stream, group, changeOptions{}, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) == 0 {
 			return fmt.Errorf("%w: elastic group %q has no member mappings", ErrNotMapped, group)
 		}

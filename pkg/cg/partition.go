@@ -38,6 +38,17 @@ func PartitionKey(subject, filter string, wildcards []int) (string, error) {
 	if len(wildcards) == 0 {
 		return subject, nil
 	}
+	tokens, err := PartitionKeyTokens(subject, filter, wildcards)
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(tokens, ""), nil
+}
+
+// PartitionKeyTokens returns the tokens PartitionKey concatenates, after
+// checking that subject matches filter (also with no wildcards, when the
+// one token is the whole subject).
+func PartitionKeyTokens(subject, filter string, wildcards []int) ([]string, error) {
 	stoks := strings.Split(subject, ".")
 	ftoks := strings.Split(filter, ".")
 	// positions[k] is the subject token index of the k-th `*` (1-based k).
@@ -45,33 +56,36 @@ func PartitionKey(subject, filter string, wildcards []int) (string, error) {
 	for i, ft := range ftoks {
 		if ft == ">" {
 			if i != len(ftoks)-1 {
-				return "", fmt.Errorf("filter %q: '>' must be the last token", filter)
+				return nil, fmt.Errorf("filter %q: '>' must be the last token", filter)
 			}
 			if len(stoks) <= i {
-				return "", fmt.Errorf("subject %q does not match filter %q", subject, filter)
+				return nil, fmt.Errorf("subject %q does not match filter %q", subject, filter)
 			}
 			break
 		}
 		if i >= len(stoks) {
-			return "", fmt.Errorf("subject %q does not match filter %q", subject, filter)
+			return nil, fmt.Errorf("subject %q does not match filter %q", subject, filter)
 		}
 		if ft == "*" {
 			positions = append(positions, i)
 		} else if ft != stoks[i] {
-			return "", fmt.Errorf("subject %q does not match filter %q", subject, filter)
+			return nil, fmt.Errorf("subject %q does not match filter %q", subject, filter)
 		}
 	}
 	if !slices.Contains(ftoks, ">") && len(stoks) != len(ftoks) {
-		return "", fmt.Errorf("subject %q does not match filter %q", subject, filter)
+		return nil, fmt.Errorf("subject %q does not match filter %q", subject, filter)
 	}
-	var b strings.Builder
+	if len(wildcards) == 0 {
+		return []string{subject}, nil
+	}
+	out := make([]string, 0, len(wildcards))
 	for _, w := range wildcards {
 		if w < 1 || w > len(positions) {
-			return "", fmt.Errorf("wildcard index %d out of range: filter %q has %d '*' wildcard(s)", w, filter, len(positions))
+			return nil, fmt.Errorf("wildcard index %d out of range: filter %q has %d '*' wildcard(s)", w, filter, len(positions))
 		}
-		b.WriteString(stoks[positions[w-1]])
+		out = append(out, stoks[positions[w-1]])
 	}
-	return b.String(), nil
+	return out, nil
 }
 
 // PartitionOfSubject is the partition the server's transform
