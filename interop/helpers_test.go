@@ -608,7 +608,9 @@ func cgInstance(name string, m *cg.Member) *instance {
 
 func cgStatic(t *testing.T, js jetstream.JetStream, member, name string, r *recorder) (*instance, *cg.Member) {
 	t.Helper()
-	m, err := cg.New(js).JoinStatic(ctxT(t, 10*time.Second), streamName, groupName, member, r.cg(member, name), cg.JoinOptions{})
+	// KeepConsumer: these instances share members with reference ones,
+	// which refuse a consumer that has an inactive threshold (10148).
+	m, err := cg.New(js).JoinStatic(ctxT(t, 10*time.Second), streamName, groupName, member, r.cg(member, name), cg.JoinOptions{InactiveThreshold: cg.KeepConsumer})
 	if err != nil {
 		t.Fatalf("cg JoinStatic %s (%s): %v", member, name, err)
 	}

@@ -372,7 +372,9 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 					m1Count += int(p.snapshot()[k])
 				}
 			}
-			r = e.cliRun("static", "consume", streamName, groupName, "m1", "--count", fmt.Sprint(m1Count), "--sleep", "0s", "--json")
+			// --inactive-threshold 0s: the reference takes m1 over next, and
+			// refuses a consumer that has a threshold.
+			r = e.cliRun("static", "consume", streamName, groupName, "m1", "--count", fmt.Sprint(m1Count), "--sleep", "0s", "--json", "--inactive-threshold", "0s")
 			if r.Code != 0 {
 				t.Fatalf("static consume: %d %s", r.Code, r.Err)
 			}
@@ -512,4 +514,44 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 func (r *recorder) waitHandled2(t *testing.T, p *publisher, skip int, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, "all messages handled", func() bool { return r.unique() >= p.count()-skip })
+}
+
+// TestStaticDefaultThresholdAndReference pins down what the default
+// inactive threshold means for reference instances of the same member:
+// the reference's default consumer config is refused (10148, as
+// docs/reliability.md says), and a reference program whose consumer config
+// carries the same threshold shares the member.
+func TestStaticDefaultThresholdAndReference(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.staticStream(4)
+	if _, err := cg.New(e.js).CreateStatic(ctxT(t, 10*time.Second), streamName, groupName, cg.StaticConfig{MaxMembers: 4, Members: []string{"m1", "m2"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	m, err := cg.New(e.conn()).JoinStatic(ctxT(t, 10*time.Second), streamName, groupName, "m1", rec.cg("m1", "cg-1"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	consumer := cg.StaticConsumerName(groupName, "m1")
+	ci := e.consumerInfo(streamName, consumer)
+	if ci == nil || ci.Config.InactiveThreshold != cg.DefaultInactiveThreshold {
+		t.Fatalf("cg's default static consumer: want inactive threshold %s, got %+v", cg.DefaultInactiveThreshold, ci)
+	}
+	_, err = pcgroups.StaticConsume(ctxT(t, 5*time.Second), e.conn(), streamName, groupName, "m1", rec.ref("m1", "ref-1"), refConsumerConfig())
+	if err == nil || !strings.Contains(err.Error(), "10148") {
+		t.Fatalf("reference with its default config on cg's consumer: want error 10148, got %v", err)
+	}
+	matching := refConsumerConfig()
+	matching.InactiveThreshold = cg.DefaultInactiveThreshold
+	cc, err := pcgroups.StaticConsume(ctxT(t, 5*time.Second), e.conn(), streamName, groupName, "m1", rec.ref("m1", "ref-2"), matching)
+	if err != nil {
+		t.Fatalf("reference with the same threshold: %v", err)
+	}
+	t.Cleanup(cc.Stop)
+	eventually(t, 10*time.Second, "cg and reference instances both pulling on m1", func() bool {
+		ci := e.consumerInfo(streamName, consumer)
+		return ci != nil && ci.NumWaiting >= 2
+	})
 }

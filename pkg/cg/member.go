@@ -62,6 +62,13 @@ const (
 	DefaultAckWait       = 2 * time.Second
 	DefaultMaxAckPending = 1
 	minPinnedTTL         = time.Second
+	// DefaultInactiveThreshold is how long a static member's consumer
+	// stays after its last instance: long enough to keep the exact state
+	// over restarts and deploys, short of forever.
+	DefaultInactiveThreshold = time.Hour
+	// KeepConsumer as JoinOptions.InactiveThreshold keeps a static
+	// member's consumer forever.
+	KeepConsumer time.Duration = -1
 )
 
 // JoinOptions tune a member instance. The zero value is the default.
@@ -77,12 +84,16 @@ type JoinOptions struct {
 	// PullExpiry is how long each pull waits. Default: PinnedTTL/2, so an
 	// idle pinned instance re-pulls well within its TTL.
 	PullExpiry time.Duration
-	// InactiveThreshold, when positive, is how long a static member's
-	// consumer outlives its last instance before the server deletes it; its
-	// position is kept and a returning member resumes there (positions.go).
-	// Zero (the default) keeps the consumer forever, as the reference does:
-	// the threshold is part of the consumer's configuration, and reference
-	// instances of the same member refuse a consumer configured otherwise.
+	// InactiveThreshold is how long a static member's consumer outlives its
+	// last instance before the server deletes it, so that members that are
+	// gone for good leave nothing behind. Its position is kept and a
+	// returning member resumes there (positions.go). Default
+	// DefaultInactiveThreshold; KeepConsumer (any negative value) keeps the
+	// consumer forever, as the reference does. The threshold is part of the
+	// consumer's configuration: a reference instance of the same member
+	// refuses a consumer that cg created with one (error 10148), so mixed
+	// cg/reference instances of one member need KeepConsumer. Consumers that
+	// exist already are joined as they are, never changed.
 	InactiveThreshold time.Duration
 	// LivenessInterval is how often a standby checks that the pinned
 	// instance of its member is still connected, so that an instance that
@@ -113,8 +124,11 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 		// Well inside the TTL: each pull resets the server's pin timer.
 		o.PullExpiry = max(o.PinnedTTL/2, 100*time.Millisecond)
 	}
-	if o.InactiveThreshold < 0 {
-		return o, errors.New("inactive threshold must not be negative")
+	switch {
+	case o.InactiveThreshold == 0:
+		o.InactiveThreshold = DefaultInactiveThreshold
+	case o.InactiveThreshold < 0:
+		o.InactiveThreshold = 0 // kept forever
 	}
 	if o.LivenessInterval == 0 {
 		o.LivenessInterval = 250 * time.Millisecond

@@ -2,6 +2,7 @@ package cg_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -452,5 +453,69 @@ func TestStaticConsumerGoesAwayAndResumesWhereItLeftOff(t *testing.T) {
 	kv, _ := js.KeyValue(ctx, cg.PositionsBucket)
 	if _, err := kv.Get(ctx, "ORDERS.g.m1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("saved position left behind: %v", err)
+	}
+}
+
+// TestStaticDefaultThresholdAndCrashResume: a default member consumer is
+// not kept forever, and a member whose every instance died without a
+// goodbye (its connection cut: no stop, no final save) resumes from the
+// position it saved while running once the server removed its consumer.
+func TestStaticDefaultThresholdAndCrashResume(t *testing.T) {
+	s, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(context.Context, *cg.Msg) {}, cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := js.Consumer(ctx, "ORDERS", "g-m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ci.CachedInfo().Config.InactiveThreshold; got != cg.DefaultInactiveThreshold {
+		t.Fatalf("default static consumer: inactive threshold %s, want %s", got, cg.DefaultInactiveThreshold)
+	}
+	m.Stop()
+	// Existing consumers are joined as they are: start over with a short
+	// threshold for the crash.
+	if err := js.DeleteConsumer(ctx, "ORDERS", "g-m1"); err != nil {
+		t.Fatal(err)
+	}
+
+	nc, cjs := natstest.JetStream(t, s)
+	cnt := newCounter()
+	short := cg.JoinOptions{InactiveThreshold: time.Second}
+	m, err = cg.New(cjs).JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("first"), short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	publish(t, js, []string{"a", "b", "c"}, 10)
+	natstest.Eventually(t, 20*time.Second, "10 handled", func() bool { return cnt.get("first") == 10 })
+	natstest.Eventually(t, 20*time.Second, "position 10 saved while running", func() bool {
+		kv, err := js.KeyValue(ctx, cg.PositionsBucket)
+		if err != nil {
+			return false
+		}
+		e, err := kv.Get(ctx, "ORDERS.g.m1")
+		var p cg.Position
+		return err == nil && json.Unmarshal(e.Value(), &p) == nil && p.AckFloor == 10
+	})
+	nc.Close() // the crash: nothing runs on the way out
+	natstest.Eventually(t, 20*time.Second, "consumer removed after the crash", func() bool {
+		_, err := js.Consumer(ctx, "ORDERS", "g-m1")
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	})
+	publish(t, js, []string{"a", "b", "c"}, 5)
+	m2, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("second"), short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Stop()
+	natstest.Eventually(t, 20*time.Second, "5 new handled", func() bool { return cnt.get("second") == 5 })
+	if cnt.distinct() != 15 {
+		t.Fatalf("distinct %d, want 15", cnt.distinct())
 	}
 }
