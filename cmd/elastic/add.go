@@ -24,6 +24,8 @@ type MembersOptions struct {
 	Drop          bool
 	// DryRun computes the change and writes nothing.
 	DryRun bool
+	// Minimal moves the fewest partitions, storing member mappings.
+	Minimal bool
 }
 
 // NewCmdAdd builds `cg elastic add <stream> <group> <member>...`.
@@ -44,7 +46,8 @@ func newCmdMembers(f *factory.Factory, drop bool, runF func(context.Context, *Me
 		Long: "Add members to an elastic group that uses a member list (not mappings), up to max-members.\n" +
 			"Partitions are re-split in contiguous blocks over the members sorted by name, so few move; running\n" +
 			"members hand over and take up partitions at once. Members already in the group are left as they\n" +
-			"are. It prints the membership that results and each partition that changed owner.",
+			"are. It prints the membership that results and each partition that changed owner.\n\n" +
+			minimalHelp,
 		Example: "  cg elastic add ORDERS fulfillment m1 m2\n  cg elastic add ORDERS fulfillment m3 --json",
 	}
 	if drop {
@@ -53,11 +56,13 @@ func newCmdMembers(f *factory.Factory, drop bool, runF func(context.Context, *Me
 		cmd.Long = "Drop members from an elastic group that uses a member list (not mappings). Their running\n" +
 			"instances stop consuming and the remaining members take over their partitions at once. Names that\n" +
 			"are not members are reported; if none is, the command fails. It prints the membership that results\n" +
-			"and each partition that changed owner."
+			"and each partition that changed owner.\n\n" + minimalHelp
 		cmd.Example = "  cg elastic drop ORDERS fulfillment m1\n  cg elastic drop ORDERS fulfillment m2 m3 --json"
 	}
-	cmd.Example += "\n  cg elastic " + cmd.Name() + " ORDERS fulfillment m9 --dry-run"
+	cmd.Example += "\n  cg elastic " + cmd.Name() + " ORDERS fulfillment m9 --dry-run" +
+		"\n  cg elastic " + cmd.Name() + " ORDERS fulfillment m9 --minimal --dry-run"
 	bindDryRun(cmd, &opts.DryRun)
+	cmd.Flags().BoolVar(&opts.Minimal, "minimal", false, "move the fewest partitions: keep shares even by storing member mappings instead of re-splitting the member list")
 	cmd.Args = group.ArgsVariadic("member", "stream", "group", "member")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
@@ -91,7 +96,11 @@ func membersRun(ctx context.Context, o *MembersOptions) error {
 	if o.Drop {
 		change, verb, prep, missing = c.DropMembers, "dropped", "from", "not a member"
 	}
-	mc, err := change(ctx, o.Stream, o.Group, o.Members, changeOptions(o.DryRun)...)
+	opts, mode := changeOptions(o.DryRun), modeBalanced
+	if o.Minimal {
+		opts, mode = append(opts, cg.Minimal()), modeMinimal
+	}
+	mc, err := change(ctx, o.Stream, o.Group, o.Members, opts...)
 	if err != nil {
 		return changeError(err, o.Stream, o.Group)
 	}
@@ -103,7 +112,7 @@ func membersRun(ctx context.Context, o *MembersOptions) error {
 				fmt.Fprintf(ios.ErrOut, "%s: %s\n", cs.Member(m), missing)
 			}
 		}
-		return renderPlan(o.F, mc)
+		return renderPlan(o.F, mc, mode)
 	}
 	if o.F.JSON {
 		return render.JSON(ios.Out, jsonChange(mc))
@@ -115,8 +124,20 @@ func membersRun(ctx context.Context, o *MembersOptions) error {
 	for _, m := range mc.Unchanged {
 		fmt.Fprintf(ios.ErrOut, "%s: %s\n", cs.Member(m), missing)
 	}
+	if len(mc.Changed) > 0 && len(mc.Config.MemberMappings) > 0 && len(mc.Previous.MemberMappings) == 0 {
+		fmt.Fprintf(ios.ErrOut, "elastic group %s on %s now uses member mappings: change its members with --minimal, or go back to a member list with 'cg elastic delete-mapping %s %s'\n",
+			o.Group, o.Stream, o.Stream, o.Group)
+	}
 	return renderChange(o.F, cs, mc)
 }
+
+// minimalHelp is the part of add's and drop's help about --minimal.
+const minimalHelp = "With --minimal, the fewest partitions move: shares stay even (N/M rounded down or up) but each\n" +
+	"member keeps as many of its partitions as it can, so growing 8 to 9 members over 256 partitions\n" +
+	"moves 28 rather than 144. The result is stored as member mappings (unless a member list moves no\n" +
+	"more), which every implementation honours; later adds and drops then need --minimal too, and\n" +
+	"delete-mapping goes back to a member list. --minimal also works on a group that uses mappings,\n" +
+	"evening out its shares."
 
 // changeError words a failed membership change. Invalid input for this
 // group (a bad mapping, more members than partitions) is a usage error.

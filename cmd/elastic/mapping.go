@@ -66,7 +66,7 @@ func createMappingRun(ctx context.Context, o *CreateMappingOptions) error {
 		return changeError(err, o.Stream, o.Group)
 	}
 	if o.DryRun {
-		return renderPlan(o.F, mc)
+		return renderPlan(o.F, mc, modeMappings)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {

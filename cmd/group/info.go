@@ -73,11 +73,12 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 		}
 		kv.Add("Sourcing lag", lag)
 	}
+	kv.Add("Lag", lagLine(cs, gi))
 	if err := kv.Render(); err != nil {
 		return err
 	}
 	fmt.Fprintln(ios.Out)
-	headers := []string{"MEMBER", "PARTITIONS", "STATUS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING"}
+	headers := []string{"MEMBER", "PARTITIONS", "STATUS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "LAG", "OLDEST"}
 	if elastic {
 		headers = append(headers, "BACKLOG")
 	}
@@ -85,6 +86,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	for _, ms := range gi.Members {
 		row := []string{cs.Member(ms.Member), Ranges(ms.Partitions), status(cs, ms, elastic), pinned(ms, o.Now()),
 			strconv.Itoa(ms.Standbys), strconv.FormatUint(ms.Pending, 10), strconv.Itoa(ms.AckPending)}
+		row = append(row, lagCells(ms.Lag)...)
 		if elastic {
 			var sum uint64
 			for _, p := range ms.Partitions {
@@ -195,4 +197,93 @@ func pinned(ms cg.MemberStatus, now time.Time) string {
 		s += " for " + now.Sub(ms.PinnedSince).Round(time.Second).String()
 	}
 	return s
+}
+
+// lagCells are a member's LAG and OLDEST cells: its unacked messages and
+// how long the oldest has waited ("?" when unknown).
+func lagCells(l *cg.Lag) []string {
+	if l == nil {
+		return []string{"?", "?"}
+	}
+	return []string{strconv.FormatUint(l.Pending, 10), Age(*l)}
+}
+
+// Age is how long a lag's oldest message has waited: "-" when nothing is
+// pending, "?" when the oldest could not be read.
+func Age(l cg.Lag) string {
+	switch {
+	case l.Pending == 0:
+		return "-"
+	case l.Oldest.IsZero():
+		return "?"
+	}
+	return FormatAge(l.Age())
+}
+
+// FormatAge rounds a wait to what a person reads at a glance: 850ms,
+// 3.2s, 4m12s, 2h5m.
+func FormatAge(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+}
+
+// lagLine sums up the group's lag: unacked messages, the oldest wait, and
+// each partition with something pending, in its owner's color.
+func lagLine(cs *render.ColorScheme, gi cg.GroupInfo) string {
+	var total uint64
+	var oldest *cg.PartitionLag
+	var parts []string
+	unknown := 0
+	for i, pl := range gi.PartitionLag {
+		if !pl.Known {
+			unknown++
+			continue
+		}
+		if pl.Pending == 0 {
+			continue
+		}
+		total += pl.Pending
+		if !pl.Oldest.IsZero() && (oldest == nil || pl.Oldest.Before(oldest.Oldest)) {
+			oldest = &gi.PartitionLag[i]
+		}
+		cell := fmt.Sprintf("%d:%d/%s", pl.Partition, pl.Pending, Age(pl.Lag))
+		if gi.Backlog != nil {
+			// The backlog line has the counts already.
+			cell = fmt.Sprintf("%d:%s", pl.Partition, Age(pl.Lag))
+		}
+		if pl.Owner != "" {
+			cell = cs.MemberColor(pl.Owner)(cell)
+		} else {
+			cell = cs.Red(cell + "?")
+		}
+		parts = append(parts, cell)
+	}
+	var b strings.Builder
+	switch {
+	case len(gi.PartitionLag) == 0:
+		b.WriteString("unknown")
+	case total == 0:
+		b.WriteString("0 messages unacked")
+	default:
+		fmt.Fprintf(&b, "%d messages unacked", total)
+		if oldest != nil {
+			fmt.Fprintf(&b, ", oldest waiting %s (partition %d)", FormatAge(oldest.Age()), oldest.Partition)
+		}
+		legend := "partition:messages/oldest"
+		if gi.Backlog != nil {
+			legend = "partition:oldest"
+		}
+		fmt.Fprintf(&b, "; by partition (%s): %s", legend, strings.Join(parts, " "))
+	}
+	if unknown > 0 || gi.LagError != "" {
+		b.WriteString("; " + cs.Yellow(gi.LagError))
+	}
+	return b.String()
 }

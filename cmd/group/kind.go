@@ -86,6 +86,7 @@ func AddCommands(parent *cobra.Command, f *factory.Factory, k Kind) {
 		NewCmdStepDown(f, k, nil),
 		NewCmdDelete(f, k, nil),
 		NewCmdConsume(f, k, nil),
+		NewCmdWatch(f, k, nil),
 	)
 }
 

@@ -252,16 +252,25 @@ type MembershipChange struct {
 	// DryRun: nothing was written; Config and Moves are what the change
 	// would give and Revision is the stored one.
 	DryRun bool `json:"-"`
+	// Minimal: the change was planned with the Minimal option.
+	Minimal bool `json:"minimal,omitempty"`
 }
 
 // ChangeOption tunes AddMembers, DropMembers and SetMappings.
 type ChangeOption func(*changeOptions)
 
-type changeOptions struct{ dryRun bool }
+type changeOptions struct{ dryRun, minimal bool }
 
 // DryRun computes the change from the stored configuration and writes
 // nothing.
 func DryRun() ChangeOption { return func(o *changeOptions) { o.dryRun = true } }
+
+// Minimal makes AddMembers and DropMembers move the fewest partitions:
+// they store member mappings with even shares (see MinimalMappings)
+// rather than re-spreading a member list, unless the member list moves no
+// more. They then work on groups that already use mappings too, evening
+// out their shares. SetMappings ignores it: its mappings are given.
+func Minimal() ChangeOption { return func(o *changeOptions) { o.minimal = true } }
 
 func applyOptions(opts []ChangeOption) changeOptions {
 	var o changeOptions
@@ -297,7 +306,7 @@ const maxCASRetries = 100
 // update is ever lost. A change that changes no member writes nothing and
 // returns the stored config and revision.
 func (c *Client) updateElastic(ctx context.Context, stream, group string, o changeOptions, change func(*ElasticConfig, *MembershipChange) error) (MembershipChange, error) {
-	mc := MembershipChange{Stream: stream, Group: group, DryRun: o.dryRun}
+	mc := MembershipChange{Stream: stream, Group: group, DryRun: o.dryRun, Minimal: o.minimal}
 	kv, err := c.bucket(ctx, ElasticBucket)
 	if err != nil {
 		if errors.Is(err, ErrGroupNotFound) {
@@ -352,52 +361,83 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, o chan
 	}
 }
 
-// AddMembers adds members to an elastic group that uses a member list.
+// AddMembers adds members to an elastic group. Without Minimal the group
+// must use a member list, which is re-spread over the new members; with
+// Minimal the group may use either, and gets the fewest moves.
 func (c *Client) AddMembers(ctx context.Context, stream, group string, members []string, opts ...ChangeOption) (MembershipChange, error) {
 	if err := checkMemberNames(members); err != nil {
 		return MembershipChange{}, err
 	}
-	return c.updateElastic(ctx, stream, group, applyOptions(opts), func(cfg *ElasticConfig, mc *MembershipChange) error {
-		if len(cfg.MemberMappings) > 0 {
-			return fmt.Errorf("%w: elastic group %q uses member mappings; delete them first (cg elastic delete-mapping) or change the mappings", ErrMappedGroup, group)
+	o := applyOptions(opts)
+	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
+		if len(cfg.MemberMappings) > 0 && !o.minimal {
+			return described{fmt.Sprintf("elastic group %q uses member mappings; add with --minimal to keep even shares with the fewest moves, or delete the mappings first (cg elastic delete-mapping)", group), ErrMappedGroup}
 		}
+		list := currentMembers(*cfg)
 		for _, m := range members {
-			if slices.Contains(cfg.Members, m) {
+			if slices.Contains(list, m) {
 				mc.Unchanged = append(mc.Unchanged, m)
 				continue
 			}
-			cfg.Members = append(cfg.Members, m)
+			list = append(list, m)
 			mc.Changed = append(mc.Changed, m)
 		}
-		if n := len(BalancedMembers(cfg.Members, -1)); n > cfg.MaxMembers {
+		if n := len(BalancedMembers(list, -1)); n > cfg.MaxMembers {
 			return invalid("members", strconv.Itoa(n), "more members than partitions (max-members is %d); drop some first", cfg.MaxMembers)
 		}
+		setMembers(cfg, list, o.minimal && len(mc.Changed) > 0)
 		return nil
 	})
 }
 
-// DropMembers removes members from an elastic group that uses a member list.
+// DropMembers removes members from an elastic group. Without Minimal the
+// group must use a member list, which is re-spread over the members left;
+// with Minimal the group may use either, and gets the fewest moves.
 func (c *Client) DropMembers(ctx context.Context, stream, group string, members []string, opts ...ChangeOption) (MembershipChange, error) {
 	if err := checkMemberNames(members); err != nil {
 		return MembershipChange{}, err
 	}
-	return c.updateElastic(ctx, stream, group, applyOptions(opts), func(cfg *ElasticConfig, mc *MembershipChange) error {
-		if len(cfg.MemberMappings) > 0 {
-			return fmt.Errorf("%w: elastic group %q uses member mappings; change them with create-mapping instead", ErrMappedGroup, group)
+	o := applyOptions(opts)
+	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
+		if len(cfg.MemberMappings) > 0 && !o.minimal {
+			return described{fmt.Sprintf("elastic group %q uses member mappings; drop with --minimal to keep even shares with the fewest moves, or delete the mappings first (cg elastic delete-mapping)", group), ErrMappedGroup}
 		}
+		list := currentMembers(*cfg)
 		for _, m := range members {
-			if !slices.Contains(cfg.Members, m) {
+			if !slices.Contains(list, m) {
 				mc.Unchanged = append(mc.Unchanged, m)
 				continue
 			}
-			cfg.Members = slices.DeleteFunc(cfg.Members, func(x string) bool { return x == m })
+			list = slices.DeleteFunc(list, func(x string) bool { return x == m })
 			mc.Changed = append(mc.Changed, m)
 		}
 		if len(mc.Changed) == 0 {
-			return fmt.Errorf("%w: none of %v is a member of elastic group %q (members: %v)", ErrMemberNotFound, members, group, cfg.Members)
+			return fmt.Errorf("%w: none of %v is a member of elastic group %q (members: %v)", ErrMemberNotFound, members, group, currentMembers(*cfg))
 		}
+		setMembers(cfg, list, o.minimal)
 		return nil
 	})
+}
+
+// currentMembers is the stored member list as written, or the names of a
+// mapped group's entries.
+func currentMembers(cfg ElasticConfig) []string {
+	if len(cfg.MemberMappings) > 0 {
+		return cfg.MemberNames()
+	}
+	return slices.Clone(cfg.Members)
+}
+
+// setMembers gives cfg the membership list, the minimal way or as a
+// member list.
+func setMembers(cfg *ElasticConfig, list []string, minimal bool) {
+	if minimal {
+		minimalChange(cfg, list)
+		return
+	}
+	if len(cfg.MemberMappings) == 0 {
+		cfg.Members = list
+	}
 }
 
 func checkMemberNames(members []string) error {
@@ -415,7 +455,9 @@ func checkMemberNames(members []string) error {
 // SetMappings replaces an elastic group's membership with explicit
 // mappings; every partition must be mapped exactly once.
 func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []MemberMapping, opts ...ChangeOption) (MembershipChange, error) {
-	return c.updateElastic(ctx, stream, group, applyOptions(opts), func(cfg *ElasticConfig, mc *MembershipChange) error {
+	o := applyOptions(opts)
+	o.minimal = false
+	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		check := StaticConfig{MaxMembers: cfg.MaxMembers, MemberMappings: mms}
 		if err := check.Validate(); err != nil {
 			return err
@@ -458,8 +500,12 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 }
 
 // ElasticInfo returns an elastic group's configuration, member states,
-// per-partition backlog in the work stream and its sourcing lag.
+// per-partition backlog and lag in the work stream and its sourcing lag.
 func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
+	return c.elasticInfo(ctx, stream, group, lagScope{all: true})
+}
+
+func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (GroupInfo, error) {
 	gi := GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return gi, err
@@ -476,36 +522,51 @@ func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (GroupIn
 		}
 		return gi, err
 	}
+	wsi := ws.CachedInfo()
+	if len(wsi.Sources) > 0 && wsi.Sources[0] != nil {
+		lag := wsi.Sources[0].Lag
+		gi.SourcingLag = &lag
+	}
+	a := cfg.Assignment()
+	cis := map[string]*jetstream.ConsumerInfo{}
+	for _, m := range cfg.MemberNames() {
+		ci, err := c.consumerInfo(ctx, gi.WorkStream, m)
+		if err != nil {
+			return gi, err
+		}
+		cis[m] = ci
+		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), m, ci))
+	}
+	c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, cis: cis}, scope)
+	gi.Backlog = make([]uint64, cfg.MaxMembers)
+	if scope.all && gi.LagError == "" && len(gi.PartitionLag) == cfg.MaxMembers {
+		// The work stream holds only what is pending: the backlog is the lag.
+		for _, pl := range gi.PartitionLag {
+			gi.Backlog[pl.Partition] = pl.Pending
+		}
+		return gi, nil
+	}
 	// Per-subject counts of the work stream: it holds only what is not yet
 	// consumed, so this stays small while the group keeps up.
 	si, err := ws.Info(ctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
 		return gi, fmt.Errorf("work stream %s: %w", gi.WorkStream, err)
 	}
-	gi.Backlog = make([]uint64, cfg.MaxMembers)
 	for subj, n := range si.State.Subjects {
 		if _, p := StripPartition(subj); p >= 0 && p < cfg.MaxMembers {
 			gi.Backlog[p] += n
 		}
 	}
-	if len(si.Sources) > 0 && si.Sources[0] != nil {
-		lag := si.Sources[0].Lag
-		gi.SourcingLag = &lag
-	}
-	a := cfg.Assignment()
-	for _, m := range cfg.MemberNames() {
-		ci, err := c.consumerInfo(ctx, gi.WorkStream, m)
-		if err != nil {
-			return gi, err
-		}
-		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), m, ci))
-	}
 	return gi, nil
 }
 
-// ElasticMemberInfo returns one member's state.
+// ElasticMemberInfo returns one member's state, with its lag.
 func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
-	gi, err := c.ElasticInfo(ctx, stream, group)
+	return c.elasticMemberInfo(ctx, stream, group, member, lagScope{member: member})
+}
+
+func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (MemberStatus, error) {
+	gi, err := c.elasticInfo(ctx, stream, group, scope)
 	if err != nil {
 		return MemberStatus{}, err
 	}
@@ -519,7 +580,7 @@ func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member st
 
 // ElasticStepDown unpins the member's pinned instance.
 func (c *Client) ElasticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.ElasticMemberInfo(ctx, stream, group, member)
+	ms, err := c.elasticMemberInfo(ctx, stream, group, member, lagScope{})
 	if err != nil {
 		return StepDownResult{}, err
 	}

@@ -19,3 +19,13 @@ var (
 	ErrConsumerConflict = errors.New("member consumer in use with other filters")
 	ErrFenced           = errors.New("instance fenced: it can no longer be sure it holds its pin")
 )
+
+// described is a sentinel with its own full wording: Error is the message
+// alone, errors.Is still finds the sentinel.
+type described struct {
+	msg  string
+	kind error
+}
+
+func (e described) Error() string { return e.msg }
+func (e described) Unwrap() error { return e.kind }

@@ -69,12 +69,19 @@ func MinimumMoves(before, after Assignment) int {
 }
 
 // MinimumMoves is the fewest partitions the change had to move: to any
-// balanced assignment over the new member list, or to the new mappings'
-// shares.
+// balanced assignment over the new members (an add or drop, also a
+// Minimal one that stored mappings), or to the new mappings' shares.
 func (mc MembershipChange) MinimumMoves() int {
 	before := mc.Previous.Assignment()
-	if len(mc.Config.MemberMappings) == 0 {
-		return MinimumBalancedMoves(before, mc.Config.Members)
+	if len(mc.Config.MemberMappings) == 0 || mc.Minimal {
+		return MinimumBalancedMoves(before, mc.Config.MemberNames())
 	}
 	return MinimumMoves(before, mc.Config.Assignment())
+}
+
+// BalancedMoves is how many partitions re-spreading a member list of the
+// new members would move: what an add or drop without Minimal moves, to
+// compare a Minimal change with.
+func (mc MembershipChange) BalancedMoves() int {
+	return len(Moves(mc.Previous.Assignment(), BalancedAssignment(mc.Config.MemberNames(), mc.Config.MaxMembers)))
 }

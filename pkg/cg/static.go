@@ -159,6 +159,14 @@ type MemberStatus struct {
 	Delivered uint64   `json:"delivered_stream_seq"`
 	AckFloor  uint64   `json:"ack_floor_stream_seq"`
 	Filters   []string `json:"filters"`
+	// DeliveredConsumerSeq and AckFloorConsumerSeq count deliveries
+	// (redeliveries too): their growth between samples is a rate.
+	DeliveredConsumerSeq uint64 `json:"delivered_consumer_seq"`
+	AckFloorConsumerSeq  uint64 `json:"ack_floor_consumer_seq"`
+	// Lag is what the member has not acked yet and how old the oldest of
+	// it is (see lag.go); nil when unknown: no consumer, and its
+	// partitions' lag was not read.
+	Lag *Lag `json:"lag,omitempty"`
 }
 
 // GroupInfo is a group's configuration and the state of its members.
@@ -178,6 +186,13 @@ type GroupInfo struct {
 	WorkStream  string   `json:"work_stream,omitempty"`
 	Backlog     []uint64 `json:"backlog,omitempty"`
 	SourcingLag *uint64  `json:"sourcing_lag,omitempty"`
+	// PartitionLag is each partition's pending messages and the age of
+	// the oldest, read by LagMethod; LagError says which partitions could
+	// not be read and why. SampledAt is when the ages were measured.
+	PartitionLag []PartitionLag `json:"partition_lag,omitempty"`
+	LagMethod    string         `json:"lag_method,omitempty"`
+	LagError     string         `json:"lag_error,omitempty"`
+	SampledAt    time.Time      `json:"sampled_at,omitzero"`
 }
 
 // fillConfig sets the configuration-derived fields of gi.
@@ -202,6 +217,8 @@ func memberStatus(member string, partitions []int, filters []string, consumer st
 	ms.AckPending = ci.NumAckPending
 	ms.Delivered = ci.Delivered.Stream
 	ms.AckFloor = ci.AckFloor.Stream
+	ms.DeliveredConsumerSeq = ci.Delivered.Consumer
+	ms.AckFloorConsumerSeq = ci.AckFloor.Consumer
 	for _, pg := range ci.PriorityGroups {
 		if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
 			ms.Pinned = true
@@ -228,10 +245,16 @@ func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*je
 	return cons.CachedInfo(), nil
 }
 
-// StaticInfo returns a static group's configuration and member states.
+// StaticInfo returns a static group's configuration, member states and
+// lag per member and per partition.
 func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
+	return c.staticInfo(ctx, stream, group, lagScope{all: true})
+}
+
+func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (GroupInfo, error) {
 	gi := GroupInfo{Kind: "static", Stream: stream, Group: group}
-	if _, err := c.streamInfo(ctx, stream); err != nil {
+	si, err := c.streamInfo(ctx, stream)
+	if err != nil {
 		return gi, err
 	}
 	cfg, _, err := c.getStatic(ctx, stream, group)
@@ -240,20 +263,27 @@ func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInf
 	}
 	gi.fillConfig(cfg)
 	a := cfg.Assignment()
+	cis := map[string]*jetstream.ConsumerInfo{}
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
 		ci, err := c.consumerInfo(ctx, stream, name)
 		if err != nil {
 			return gi, err
 		}
+		cis[m] = ci
 		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), name, ci))
 	}
+	c.fillLag(ctx, &gi, lagInput{stream: stream, si: si, cis: cis, static: true, group: group, origin: stream}, scope)
 	return gi, nil
 }
 
-// StaticMemberInfo returns one member's state.
+// StaticMemberInfo returns one member's state, with its lag.
 func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
-	gi, err := c.StaticInfo(ctx, stream, group)
+	return c.staticMemberInfo(ctx, stream, group, member, lagScope{member: member})
+}
+
+func (c *Client) staticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (MemberStatus, error) {
+	gi, err := c.staticInfo(ctx, stream, group, scope)
 	if err != nil {
 		return MemberStatus{}, err
 	}
@@ -275,7 +305,7 @@ type StepDownResult struct {
 // StaticStepDown unpins the member's pinned instance so the server pins
 // another (a standby, or the same instance when it is the only one).
 func (c *Client) StaticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.StaticMemberInfo(ctx, stream, group, member)
+	ms, err := c.staticMemberInfo(ctx, stream, group, member, lagScope{})
 	if err != nil {
 		return StepDownResult{}, err
 	}
