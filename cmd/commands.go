@@ -3,6 +3,7 @@ package cmd
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/cmd/check"
 	"github.com/cg-dev/cg/cmd/demo"
 	"github.com/cg-dev/cg/cmd/elastic"
 	"github.com/cg-dev/cg/cmd/internal/factory"
@@ -19,6 +20,7 @@ func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 		static.NewCmd(f),
 		elastic.NewCmd(f),
 		partition.NewCmd(f, nil),
+		check.NewCmd(f, nil),
 		demo.NewCmd(f),
 		publish.NewCmd(f),
 		server.NewCmd(f),

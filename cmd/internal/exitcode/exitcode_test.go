@@ -39,3 +39,29 @@ func TestUsageErrorWraps(t *testing.T) {
 		t.Fatal("NewUsageError must not double-wrap")
 	}
 }
+
+func TestWithCode(t *testing.T) {
+	if WithCode(CheckCritical, nil) != nil {
+		t.Fatal("WithCode(nil) must be nil")
+	}
+	usage := WithCode(CheckUnknown, UsageErrorf("bad"))
+	silent := WithCode(CheckWarning, ErrSilent)
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{silent, CheckWarning},
+		{WithCode(CheckCritical, ErrSilent), CheckCritical},
+		{usage, CheckUnknown},
+		{fmt.Errorf("context: %w", WithCode(CheckUnknown, errors.New("no server"))), CheckUnknown},
+	} {
+		if got := Code(tt.err); got != tt.want {
+			t.Errorf("Code(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	// The wrapped kinds still show: execute prints the --help hint for a
+	// usage error and nothing for a silent one.
+	if !IsUsage(usage) || !errors.Is(silent, ErrSilent) || NewUsageError(usage) != usage {
+		t.Fatal("a coded error must keep what it wraps")
+	}
+}

@@ -1,0 +1,809 @@
+package cg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Severity grades a health-check finding.
+type Severity string
+
+// Severities, from harmless to grave. SeverityUnknown marks a part that
+// could not be checked at all.
+const (
+	SeverityOK       Severity = "ok"
+	SeverityWarning  Severity = "warning"
+	SeverityUnknown  Severity = "unknown"
+	SeverityCritical Severity = "critical"
+)
+
+// rank orders severities: critical is graver than unknown (a fault that is
+// certain), and unknown graver than warning (what could not be checked
+// may hide a critical fault).
+func (s Severity) rank() int {
+	switch s {
+	case SeverityWarning:
+		return 1
+	case SeverityUnknown:
+		return 2
+	case SeverityCritical:
+		return 3
+	default:
+		return 0
+	}
+}
+
+// Worse returns the graver of s and o.
+func (s Severity) Worse(o Severity) Severity {
+	if o.rank() > s.rank() {
+		return o
+	}
+	if s == "" {
+		return SeverityOK
+	}
+	return s
+}
+
+// Finding codes: stable identifiers that scripts may match on.
+const (
+	// Server.
+	CodeServerTooOld = "server-too-old" // critical: the server lacks a feature the group needs
+	// Where a group lives.
+	CodeStreamMissing = "stream-missing" // critical: the group's stream is gone
+	CodeGroupMissing  = "group-missing"  // critical: no stored configuration for the group asked for
+	CodeConfigInvalid = "config-invalid" // critical: the stored configuration does not parse or validate
+	// Static groups: the stream's partitioning transform.
+	CodeStreamNotPartitioned     = "stream-not-partitioned"     // critical: no {{partition(N,...)}} transform
+	CodeStreamPartitionsMismatch = "stream-partitions-mismatch" // critical: N differs from max_members
+	CodeStreamFilterMismatch     = "stream-filter-mismatch"     // critical: a group filter matches nothing the transform produces
+	// Elastic groups: the work-queue stream.
+	CodeWorkStreamMissing     = "work-stream-missing"      // critical
+	CodeWorkStreamDrift       = "work-stream-drift"        // critical: source, transforms or retention differ from the config
+	CodeWorkStreamSourceError = "work-stream-source-error" // critical: the server reports an error sourcing the origin
+	// Partitions and members.
+	CodePartitionUnowned  = "partition-unowned"  // critical: no member owns the partitions
+	CodePartitionUnserved = "partition-unserved" // critical: a member without a live instance has messages waiting
+	CodeMemberNoInstance  = "member-no-instance" // warning: a member has no live instance, nothing waits for it
+	// Member consumers.
+	CodeConsumerFilterDrift   = "consumer-filter-drift"   // critical: filters differ from what the config gives the member
+	CodeConsumerPriorityDrift = "consumer-priority-drift" // critical: not pinned in priority group PCG
+	CodeConsumerLeftover      = "consumer-leftover"       // warning: a group-named consumer that belongs to no member
+	// The check itself.
+	CodeCheckFailed = "check-failed" // unknown: a request failed, so part of the group was not checked
+)
+
+// Finding is one problem Check found, with a hint of the fix.
+type Finding struct {
+	Severity Severity `json:"severity"`
+	Code     string   `json:"code"`
+	// Kind, Stream and Group say where: empty Group for a stream-wide
+	// finding, empty Stream for a server-wide one.
+	Kind       string `json:"kind,omitempty"`
+	Stream     string `json:"stream,omitempty"`
+	Group      string `json:"group,omitempty"`
+	Member     string `json:"member,omitempty"`
+	Consumer   string `json:"consumer,omitempty"`
+	Partitions []int  `json:"partitions,omitempty"`
+	// Pending is the number of messages waiting, when known.
+	Pending uint64 `json:"pending,omitempty"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// CheckedGroup is a group Check looked at, with its worst finding.
+type CheckedGroup struct {
+	Kind   string   `json:"kind"`
+	Stream string   `json:"stream"`
+	Group  string   `json:"group"`
+	Status Severity `json:"status"`
+}
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	// ServerVersion is the connected server's version ("" when unknown).
+	ServerVersion string         `json:"server_version"`
+	Groups        []CheckedGroup `json:"groups"`
+	Findings      []Finding      `json:"findings"`
+}
+
+// Status is the worst severity among the findings; SeverityOK when none.
+func (r CheckReport) Status() Severity {
+	s := SeverityOK
+	for _, f := range r.Findings {
+		s = s.Worse(f.Severity)
+	}
+	return s
+}
+
+// Count is the number of findings of severity s.
+func (r CheckReport) Count(s Severity) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == s {
+			n++
+		}
+	}
+	return n
+}
+
+// CheckScope selects what Check looks at: every group (the zero value),
+// the groups of Stream, or the group Group on Stream (of either kind).
+// Kind, "static" or "elastic", limits the check to that kind.
+type CheckScope struct {
+	Stream string
+	Group  string
+	Kind   string
+}
+
+func (s CheckScope) validate() error {
+	if s.Group != "" && s.Stream == "" {
+		return invalid("group", strconv.Quote(s.Group), "needs its stream")
+	}
+	if s.Stream != "" {
+		if err := ValidateName("stream", s.Stream); err != nil {
+			return err
+		}
+	}
+	if s.Group != "" {
+		if err := ValidateName("group", s.Group); err != nil {
+			return err
+		}
+	}
+	switch s.Kind {
+	case "", "static", "elastic":
+		return nil
+	}
+	return invalid("kind", strconv.Quote(s.Kind), "must be static or elastic")
+}
+
+func (s CheckScope) kinds() []string {
+	if s.Kind != "" {
+		return []string{s.Kind}
+	}
+	return []string{"static", "elastic"}
+}
+
+func bucketOf(kind string) string {
+	if kind == "static" {
+		return StaticBucket
+	}
+	return ElasticBucket
+}
+
+// Check looks for what keeps groups from consuming: the server's version,
+// missing streams, invalid stored configurations, partitions nobody
+// serves, members with no live instance, member consumers and stream
+// transforms that drifted from the configuration, and leftover consumers.
+// It changes nothing. Problems are findings in the report; the error is
+// for a check that could not run at all (no connection, the buckets could
+// not be read, a bad scope).
+func (c *Client) Check(ctx context.Context, scope CheckScope) (CheckReport, error) {
+	rep := CheckReport{Groups: []CheckedGroup{}, Findings: []Finding{}}
+	if err := scope.validate(); err != nil {
+		return rep, err
+	}
+	r := &checkRun{c: c, streams: map[string]*checkedStream{}}
+	if v, err := c.ServerVersion(); err != nil {
+		rep.Findings = append(rep.Findings, Finding{Severity: SeverityUnknown, Code: CodeCheckFailed,
+			Message: "cannot tell the server's version: " + err.Error(), Hint: "check the connection"})
+	} else {
+		rep.ServerVersion = v.String()
+		r.version = &v
+		if f, bad := versionFinding(v, false); bad {
+			rep.Findings = append(rep.Findings, f)
+		}
+	}
+	targets, err := r.targets(ctx, scope)
+	if err != nil {
+		return rep, err
+	}
+	if len(targets) == 0 && scope.Stream != "" {
+		if f, ok := r.scopeMissing(ctx, scope); ok {
+			rep.Findings = append(rep.Findings, f)
+		}
+	}
+	for _, t := range targets {
+		var fs []Finding
+		if t.kind == "static" {
+			fs = r.checkStatic(ctx, t)
+		} else {
+			fs = r.checkElastic(ctx, t)
+		}
+		g := CheckedGroup{Kind: t.kind, Stream: t.stream, Group: t.group, Status: SeverityOK}
+		for i := range fs {
+			fs[i].Kind, fs[i].Stream, fs[i].Group = t.kind, t.stream, t.group
+			g.Status = g.Status.Worse(fs[i].Severity)
+		}
+		rep.Groups = append(rep.Groups, g)
+		rep.Findings = append(rep.Findings, fs...)
+	}
+	return rep, nil
+}
+
+// versionFinding reports a server too old for pinned consumers or, when
+// wholeSubject, for {{partition(N)}} without token indexes.
+func versionFinding(v Version, wholeSubject bool) (Finding, bool) {
+	if !v.AtLeast(MinPinning.Major, MinPinning.Minor) {
+		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
+			Message: fmt.Sprintf("nats-server %s is older than %d.%d: it has no pinned consumers, which every group needs", v, MinPinning.Major, MinPinning.Minor),
+			Hint:    fmt.Sprintf("upgrade the server to %d.%d or later", MinPinning.Major, MinPinning.Minor)}, true
+	}
+	if wholeSubject && !v.AtLeast(MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor) {
+		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
+			Message: fmt.Sprintf("nats-server %s is older than %d.%d: its {{partition(N)}} without token indexes does not hash the whole subject, as this group needs", v, MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor),
+			Hint:    fmt.Sprintf("upgrade the server to %d.%d or later, or recreate the group naming the wildcards to hash", MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor)}, true
+	}
+	return Finding{}, false
+}
+
+// checkRun caches what several groups of one check share.
+type checkRun struct {
+	c       *Client
+	version *Version
+	streams map[string]*checkedStream
+	// staticNames: per stream, the member consumer names of every
+	// readable static group on it (nil until needed).
+	staticNames map[string]map[string]bool
+}
+
+type checkTarget struct {
+	kind, stream, group string
+	raw                 []byte
+}
+
+// targets reads the stored configurations in scope, sorted by stream,
+// group and kind.
+func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget, error) {
+	var out []checkTarget
+	for _, kind := range scope.kinds() {
+		kv, err := r.c.bucket(ctx, bucketOf(kind))
+		if errors.Is(err, ErrGroupNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var keys []string
+		if scope.Group != "" {
+			keys = []string{Key(scope.Stream, scope.Group)}
+		} else {
+			lister, err := kv.ListKeys(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("list %s: %w", bucketOf(kind), err)
+			}
+			for k := range lister.Keys() {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			stream, group, ok := strings.Cut(k, ".")
+			if !ok || group == "" || (scope.Stream != "" && stream != scope.Stream) {
+				continue
+			}
+			e, err := kv.Get(ctx, k)
+			if isNotFound(err) || errors.Is(err, jetstream.ErrKeyDeleted) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read group %s from %s: %w", k, bucketOf(kind), err)
+			}
+			out = append(out, checkTarget{kind: kind, stream: stream, group: group, raw: e.Value()})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b checkTarget) int {
+		if c := strings.Compare(a.stream, b.stream); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.group, b.group); c != 0 {
+			return c
+		}
+		return strings.Compare(b.kind, a.kind) // static first
+	})
+	return out, nil
+}
+
+// scopeMissing words a stream or group asked for that has no stored group.
+func (r *checkRun) scopeMissing(ctx context.Context, scope CheckScope) (Finding, bool) {
+	st := r.stream(ctx, scope.Stream)
+	switch {
+	case st.err != nil:
+		return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Stream: scope.Stream, Group: scope.Group,
+			Message: st.err.Error()}, true
+	case st.missing:
+		return Finding{Severity: SeverityCritical, Code: CodeStreamMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
+			Message: fmt.Sprintf("stream %s does not exist", scope.Stream),
+			Hint:    "create the stream, or check the name (nats stream ls)"}, true
+	case scope.Group != "":
+		kind := scope.Kind
+		if kind == "" {
+			kind = "static|elastic"
+		}
+		return Finding{Severity: SeverityCritical, Code: CodeGroupMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
+			Message: fmt.Sprintf("no %s group %q on stream %s", strings.ReplaceAll(kind, "|", " or "), scope.Group, scope.Stream),
+			Hint:    fmt.Sprintf("list the groups with 'cg static ls %s' and 'cg elastic ls %s'", scope.Stream, scope.Stream)}, true
+	}
+	return Finding{}, false
+}
+
+// checkedStream is one stream as the check saw it.
+type checkedStream struct {
+	handle  jetstream.Stream
+	info    *jetstream.StreamInfo
+	missing bool
+	err     error
+	// consumers by name, read once (consErr when that failed).
+	consumers map[string]*jetstream.ConsumerInfo
+	consErr   error
+}
+
+func (r *checkRun) stream(ctx context.Context, name string) *checkedStream {
+	if st, ok := r.streams[name]; ok {
+		return st
+	}
+	st := &checkedStream{}
+	s, err := r.c.js.Stream(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		st.missing = true
+	case err != nil:
+		st.err = fmt.Errorf("look up stream %s: %w", name, err)
+	default:
+		st.handle, st.info = s, s.CachedInfo()
+	}
+	r.streams[name] = st
+	return st
+}
+
+// consumersOf lists the consumers on a stream that exists.
+func (r *checkRun) consumersOf(ctx context.Context, st *checkedStream) (map[string]*jetstream.ConsumerInfo, error) {
+	if st.consumers != nil || st.consErr != nil {
+		return st.consumers, st.consErr
+	}
+	m := map[string]*jetstream.ConsumerInfo{}
+	lister := st.handle.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		m[ci.Name] = ci
+	}
+	if err := lister.Err(); err != nil {
+		st.consErr = fmt.Errorf("list consumers of %s: %w", st.info.Config.Name, err)
+		return nil, st.consErr
+	}
+	st.consumers = m
+	return m, nil
+}
+
+// staticConsumerNames are the member consumers of every readable static
+// group on stream, so that a consumer of group "a-b" is never taken for a
+// leftover of group "a".
+func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[string]bool, error) {
+	if names, ok := r.staticNames[stream]; ok {
+		return names, nil
+	}
+	groups, err := r.c.listGroups(ctx, StaticBucket, stream)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, g := range groups {
+		cfg, _, err := r.c.getStatic(ctx, stream, g)
+		if err != nil {
+			continue
+		}
+		for _, m := range cfg.MemberNames() {
+			names[StaticConsumerName(g, m)] = true
+		}
+	}
+	if r.staticNames == nil {
+		r.staticNames = map[string]map[string]bool{}
+	}
+	r.staticNames[stream] = names
+	return names, nil
+}
+
+func failed(err error) Finding {
+	return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Message: err.Error(),
+		Hint: "check the connection and this user's permissions, then run the check again"}
+}
+
+// sentinelDetail drops a sentinel's own text from the front of err's.
+func sentinelDetail(err, sentinel error) string {
+	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
+}
+
+// groupBasics checks what both kinds need first: the stored configuration
+// and the origin stream. ok is false when nothing more can be checked.
+func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error) (*checkedStream, []Finding, bool) {
+	var out []Finding
+	st := r.stream(ctx, t.stream)
+	switch {
+	case st.err != nil:
+		out = append(out, failed(st.err))
+	case st.missing:
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamMissing,
+			Message: fmt.Sprintf("stream %s does not exist: the group has nothing to consume", t.stream),
+			Hint:    fmt.Sprintf("recreate the stream, or remove the group with 'cg %s delete %s %s --force'", t.kind, t.stream, t.group)})
+	}
+	if cfgErr != nil {
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodeConfigInvalid,
+			Message: sentinelDetail(cfgErr, ErrInvalidConfig) + "; members stop on it",
+			Hint:    fmt.Sprintf("delete it with 'cg %s delete %s %s --force' and create the group again", t.kind, t.stream, t.group)})
+	}
+	return st, out, len(out) == 0
+}
+
+func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
+	cfg, cfgErr := decodeStatic(Key(t.stream, t.group), t.raw)
+	st, out, ok := r.groupBasics(ctx, t, cfgErr)
+	if !ok {
+		return out
+	}
+	pt, err := StreamPartitioning(st.info)
+	if err != nil {
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamNotPartitioned,
+			Message: sentinelDetail(err, ErrStreamNotReady) + "; members receive nothing",
+			Hint:    fmt.Sprintf("give the stream back a {{partition(%d,...)}} subject transform, or recreate the group", cfg.MaxMembers)})
+	} else {
+		if pt.Partitions != cfg.MaxMembers {
+			out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamPartitionsMismatch,
+				Message: fmt.Sprintf("stream %s partitions into %d ({{partition(%d,...)}}) but the group has %d partitions: messages land on partitions no member expects", t.stream, pt.Partitions, pt.Partitions, cfg.MaxMembers),
+				Hint:    fmt.Sprintf("restore {{partition(%d,...)}} in the stream's subject transform, or delete and recreate the group with %d partitions", cfg.MaxMembers, pt.Partitions)})
+		}
+		produced := transformedPattern(pt.Destination)
+		for _, f := range cfg.SubjectFilters() {
+			if !subjectsIntersect(f, produced) {
+				out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch,
+					Message: fmt.Sprintf("group filter %q matches nothing the stream's transform produces (<partition>.%s): members receive nothing through it", f, produced),
+					Hint:    fmt.Sprintf("restore the stream's subject transform (now %q -> %q), or recreate the group with filters it produces", pt.Source, pt.Destination)})
+			}
+		}
+		if r.version != nil {
+			if f, bad := versionFinding(*r.version, len(pt.Wildcards) == 0); bad && r.version.AtLeast(MinPinning.Major, MinPinning.Minor) {
+				out = append(out, f)
+			}
+		}
+	}
+	cons, err := r.consumersOf(ctx, st)
+	if err != nil {
+		return append(out, failed(err))
+	}
+	own := map[string]bool{}
+	for _, m := range cfg.MemberNames() {
+		own[StaticConsumerName(t.group, m)] = true
+	}
+	out = append(out, r.checkMembers(ctx, t, cfg, st, cons, func(m string) string { return StaticConsumerName(t.group, m) })...)
+	others, err := r.staticConsumerNames(ctx, t.stream)
+	if err != nil {
+		return append(out, failed(err))
+	}
+	for _, name := range sortedKeys(cons) {
+		ci := cons[name]
+		if !strings.HasPrefix(name, t.group+"-") || own[name] || others[name] || !slices.Contains(ci.Config.PriorityGroups, PriorityGroup) {
+			continue
+		}
+		out = append(out, leftover(t, ci, t.stream))
+	}
+	return out
+}
+
+func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
+	cfg, cfgErr := decodeElastic(Key(t.stream, t.group), t.raw)
+	_, out, ok := r.groupBasics(ctx, t, cfgErr)
+	if !ok {
+		return out
+	}
+	if r.version != nil {
+		if f, bad := versionFinding(*r.version, wholeSubject(cfg)); bad && r.version.AtLeast(MinPinning.Major, MinPinning.Minor) {
+			out = append(out, f)
+		}
+	}
+	wsName := WorkStreamName(t.stream, t.group)
+	ws := r.stream(ctx, wsName)
+	switch {
+	case ws.err != nil:
+		return append(out, failed(ws.err))
+	case ws.missing:
+		return append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamMissing,
+			Message: fmt.Sprintf("work stream %s is missing: nothing is sourced from %s and no member can consume", wsName, t.stream),
+			Hint:    fmt.Sprintf("run the group's 'cg elastic create %s %s %d ...' again (it remakes a lost work stream), or delete and recreate the group", t.stream, t.group, cfg.MaxMembers)})
+	}
+	out = append(out, workStreamDrift(t, cfg, ws.info)...)
+	cons, err := r.consumersOf(ctx, ws)
+	if err != nil {
+		return append(out, failed(err))
+	}
+	out = append(out, r.checkMembers(ctx, t, cfg, ws, cons, func(m string) string { return m })...)
+	for _, name := range sortedKeys(cons) {
+		if !cfg.IsMember(name) {
+			out = append(out, leftover(t, cons[name], wsName))
+		}
+	}
+	return out
+}
+
+// workStreamDrift compares the work stream with what the configuration
+// makes of it (ensureWorkStream).
+func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo) []Finding {
+	var out []Finding
+	name := si.Config.Name
+	recreate := fmt.Sprintf("delete and recreate the group ('cg elastic delete %s %s --force', then 'cg elastic create ...')", t.stream, t.group)
+	if si.Config.Retention != jetstream.WorkQueuePolicy {
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
+			Message: fmt.Sprintf("work stream %s has %s retention, not work-queue: consumed messages are never removed and the buffer caps do not hold", name, si.Config.Retention),
+			Hint:    recreate})
+	}
+	want := ElasticTransforms(cfg)
+	srcs := si.Config.Sources
+	switch {
+	case len(srcs) != 1 || srcs[0] == nil || srcs[0].Name != t.stream:
+		var names []string
+		for _, s := range srcs {
+			if s != nil {
+				names = append(names, s.Name)
+			}
+		}
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
+			Message: fmt.Sprintf("work stream %s sources %v, not exactly the group's stream %s", name, names, t.stream),
+			Hint:    recreate})
+	case srcs[0].FilterSubject != "" || !sameTransforms(srcs[0].SubjectTransforms, want):
+		have := formatTransforms(srcs[0].SubjectTransforms)
+		if srcs[0].FilterSubject != "" {
+			have = "filter " + srcs[0].FilterSubject + " " + have
+		}
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
+			Message: fmt.Sprintf("work stream %s sources %s through %s, but the group's configuration gives %s: messages land on the wrong partitions or not at all", name, t.stream, have, formatTransforms(want)),
+			Hint:    recreate})
+	}
+	for _, s := range si.Sources {
+		if s != nil && s.Error != nil {
+			out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamSourceError,
+				Message: fmt.Sprintf("work stream %s cannot source %s: %s", name, s.Name, s.Error.Description),
+				Hint:    "look at the server's log and the stream's state (nats stream info " + name + ")"})
+		}
+	}
+	return out
+}
+
+// checkMembers looks at each member's consumer on st and at the
+// partitions no live instance serves. consumerName maps a member to its
+// consumer's name.
+func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupConfig, st *checkedStream, cons map[string]*jetstream.ConsumerInfo, consumerName func(string) string) []Finding {
+	var out []Finding
+	var unowned []int
+	for p, m := range cfg.Assignment().Owner {
+		if m == "" {
+			unowned = append(unowned, p)
+		}
+	}
+	if len(unowned) > 0 {
+		what := fmt.Sprintf("partitions %s have no owner", Ranges(unowned))
+		hint := fmt.Sprintf("add members with 'cg elastic add %s %s <member>...'", t.stream, t.group)
+		if len(cfg.MemberNames()) == 0 {
+			what = "the group has no members"
+		}
+		if t.kind == "static" {
+			hint = fmt.Sprintf("static membership never changes: delete and recreate the group with members ('cg static delete %s %s --force')", t.stream, t.group)
+		}
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionUnowned, Partitions: unowned,
+			Message: what + ": their messages are consumed by no one", Hint: hint})
+	}
+	a := cfg.Assignment()
+	consume := func(m string) string {
+		return fmt.Sprintf("start an instance: cg %s consume %s %s %s", t.kind, t.stream, t.group, m)
+	}
+	for _, m := range cfg.MemberNames() {
+		name := consumerName(m)
+		parts := a.MemberPartitions(m)
+		want := cfg.MemberFilters(m)
+		ci := cons[name]
+		base := Finding{Member: m, Consumer: name}
+		if ci != nil {
+			if have := consumerFilters(ci.Config); !sameFilters(have, want) {
+				f := base
+				f.Severity, f.Code, f.Partitions = SeverityCritical, CodeConsumerFilterDrift, parts
+				f.Message = fmt.Sprintf("consumer %s of member %s filters %s, but the group gives the member %s", name, m, shortList(have), shortList(want))
+				f.Hint = fmt.Sprintf("stop the member's instances and delete the consumer (nats consumer rm %s %s); the next instance recreates it", st.info.Config.Name, name)
+				out = append(out, f)
+			}
+			if !slices.Contains(ci.Config.PriorityGroups, PriorityGroup) || ci.Config.PriorityPolicy != jetstream.PriorityPolicyPinned {
+				f := base
+				f.Severity, f.Code = SeverityCritical, CodeConsumerPriorityDrift
+				f.Message = fmt.Sprintf("consumer %s of member %s is not pinned in priority group %s (groups %v, policy %s): instances would not fail over, or share the partitions", name, m, PriorityGroup, ci.Config.PriorityGroups, policyName(ci.Config.PriorityPolicy))
+				f.Hint = fmt.Sprintf("stop the member's instances and delete the consumer (nats consumer rm %s %s); the next instance recreates it", st.info.Config.Name, name)
+				out = append(out, f)
+			}
+			if live(ci) {
+				continue
+			}
+		}
+		if len(parts) == 0 {
+			continue // a member with nothing to serve serves nothing by design
+		}
+		f := base
+		f.Partitions = parts
+		why := "consumer " + name + " does not exist"
+		if ci != nil {
+			why = "no instance pulls from consumer " + name
+		}
+		backlog, known, err := r.waiting(ctx, t, st, m, ci, want)
+		switch {
+		case err != nil:
+			f.Severity, f.Code = SeverityUnknown, CodeCheckFailed
+			f.Message = fmt.Sprintf("member %s has no live instance (%s), and whether messages wait for it is unknown: %v", m, why, err)
+			f.Hint = consume(m)
+		case backlog > 0 || !known:
+			f.Severity, f.Code = SeverityCritical, CodePartitionUnserved
+			count := "messages are waiting"
+			if known {
+				f.Pending = backlog
+				count = plural(backlog, "message is", "messages are") + " waiting"
+			}
+			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", Ranges(parts), m, why, count)
+			f.Hint = consume(m)
+		default:
+			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
+			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, Ranges(parts))
+			f.Hint = consume(m)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// live reports whether an instance pulls from the consumer or holds its pin.
+func live(ci *jetstream.ConsumerInfo) bool {
+	if ci.NumWaiting > 0 {
+		return true
+	}
+	for _, pg := range ci.PriorityGroups {
+		if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// waiting tells how many messages wait for a member with no live
+// instance. With a consumer it is the consumer's count (known). Without
+// one it probes, from where the member would start, for any message its
+// filters match: n is then 1 or 0 and known false when one exists.
+func (r *checkRun) waiting(ctx context.Context, t checkTarget, st *checkedStream, member string, ci *jetstream.ConsumerInfo, filters []string) (n uint64, known bool, err error) {
+	if ci != nil {
+		return ci.NumPending + uint64(ci.NumAckPending), true, nil
+	}
+	from := uint64(1)
+	if t.kind == "static" {
+		// A static member whose consumer went away resumes after its
+		// saved position (positions.go).
+		if pos, ok := r.c.savedPosition(ctx, t.stream, t.group, member); ok {
+			from = pos.AckFloor + 1
+		}
+	}
+	for _, f := range filters {
+		_, err := st.handle.GetMsg(ctx, from, jetstream.WithGetMsgSubject(f))
+		if err == nil {
+			return 1, false, nil
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, false, fmt.Errorf("look for messages on %s in %s: %w", f, st.info.Config.Name, err)
+		}
+	}
+	return 0, true, nil
+}
+
+func leftover(t checkTarget, ci *jetstream.ConsumerInfo, stream string) Finding {
+	f := Finding{Severity: SeverityWarning, Code: CodeConsumerLeftover, Consumer: ci.Name,
+		Message: fmt.Sprintf("consumer %s on %s looks like one of %s group %s's but belongs to no member", ci.Name, stream, t.kind, t.group),
+		Hint:    fmt.Sprintf("delete it if nothing uses it: nats consumer rm %s %s", stream, ci.Name)}
+	if ci.NumWaiting > 0 {
+		f.Message += fmt.Sprintf(", and %s pulling from it", plural(uint64(ci.NumWaiting), "instance is", "instances are"))
+		f.Hint = "stop what pulls from it (a member no longer in the group?), then " + f.Hint
+	}
+	return f
+}
+
+// transformedPattern is what a partitioning destination makes of subjects
+// after the partition token, wildcards standing for what the transform
+// fills in: "{{partition(10,1)}}.orders.{{wildcard(1)}}" gives "orders.*".
+// A function other than wildcard() may make any number of tokens, so the
+// pattern ends in ">" from there.
+func transformedPattern(destination string) string {
+	_, rest, _ := strings.Cut(destination, "}}")
+	rest = strings.TrimPrefix(rest, ".")
+	if rest == "" {
+		return ">"
+	}
+	var toks []string
+	for _, tok := range strings.Split(rest, ".") {
+		if !strings.Contains(tok, "{{") {
+			toks = append(toks, tok)
+			continue
+		}
+		inner := strings.ToLower(strings.ReplaceAll(strings.Trim(strings.TrimSpace(tok), "{}"), " ", ""))
+		if strings.HasPrefix(tok, "{{") && strings.HasSuffix(tok, "}}") && strings.HasPrefix(inner, "wildcard(") {
+			toks = append(toks, "*")
+			continue
+		}
+		toks = append(toks, ">")
+		break
+	}
+	return strings.Join(toks, ".")
+}
+
+// subjectsIntersect reports whether some subject matches both filters.
+func subjectsIntersect(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		if i == len(at) || i == len(bt) {
+			return len(at) == len(bt)
+		}
+		x, y := at[i], bt[i]
+		if x == ">" || y == ">" {
+			return true
+		}
+		if x != "*" && y != "*" && x != y {
+			return false
+		}
+	}
+}
+
+func sameTransforms(have, want []jetstream.SubjectTransformConfig) bool {
+	key := func(ts []jetstream.SubjectTransformConfig) []string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = t.Source + "\x00" + t.Destination
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(have), key(want))
+}
+
+func formatTransforms(ts []jetstream.SubjectTransformConfig) string {
+	if len(ts) == 0 {
+		return "no transform"
+	}
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = t.Source + " -> " + t.Destination
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// shortList shows a filter list, eliding the middle of a long one.
+func shortList(xs []string) string {
+	const most = 6
+	if len(xs) <= most {
+		return "[" + strings.Join(xs, " ") + "]"
+	}
+	return fmt.Sprintf("[%s ... %s] (%d filters)", strings.Join(xs[:most-1], " "), xs[len(xs)-1], len(xs))
+}
+
+func policyName(p jetstream.PriorityPolicy) string {
+	b, err := p.MarshalJSON()
+	if err != nil {
+		return strconv.Itoa(int(p))
+	}
+	return strings.Trim(string(b), `"`)
+}
+
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.FormatUint(n, 10) + " " + many
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
