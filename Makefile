@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cg-dev/cg/cmd.Version=$(VERSION) -X github.com/cg-dev/cg/cmd.Commit=$(COMMIT)
 
-.PHONY: build test lint check demo bench snapshot clean
+.PHONY: build test lint check docs demo bench snapshot clean
 
 build:
 	go build -ldflags '$(LDFLAGS)' -o cg .
@@ -17,6 +17,11 @@ lint:
 
 check: lint test
 
+# The command reference (docs/cli) and man pages (docs/man), regenerated
+# from the command tree; a test fails when the committed ones drift.
+docs:
+	go run ./cmd/internal/gendocs -dir docs
+
 demo:
 	go run . demo
 
@@ -24,8 +29,30 @@ demo:
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./pkg/cg/
 
-snapshot:
-	goreleaser release --snapshot --clean
+# Release builds use goreleaser from PATH; v2.15.1 is the newest that builds
+# with cg's Go. `make snapshot` builds every archive into dist/ (git-ignored)
+# from the module cache, with the network shut for the Go builds, and
+# publishes nothing.
+GORELEASER_INSTALL := go install github.com/goreleaser/goreleaser/v2@v2.15.1
+need-goreleaser = @command -v goreleaser >/dev/null 2>&1 || { \
+	echo "goreleaser is not on PATH. Install it (into \$$(go env GOPATH)/bin, or \$$GOBIN) with:" >&2; \
+	echo "  $(GORELEASER_INSTALL)" >&2; exit 1; }
+
+# goreleaser reads the commit and tags from git, but in a repository without
+# a remote (a plain `git init`) it gives up on git altogether: commit "none",
+# version 0.0.0. Lend it the project's URL for the run through git's
+# environment, leaving the repository's config alone.
+git-remote-env = $(if $(shell git remote 2>/dev/null),,GIT_CONFIG_COUNT=1 \
+	GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/cg-dev/cg.git)
+
+.PHONY: release-check
+release-check:
+	$(need-goreleaser)
+	goreleaser check
+
+snapshot: release-check
+	go mod download
+	$(git-remote-env) GOPROXY=off GOTOOLCHAIN=local goreleaser release --snapshot --clean
 
 clean:
 	rm -rf cg dist

@@ -80,6 +80,7 @@ nats context, then nats://127.0.0.1:4222. 'cg server' starts a local server.`,
 
 	root.SetHelpCommand(newCmdHelp())
 	addGroupCommands(root, f)
+	addCompletion(root, f)
 	return root
 }
 
