@@ -38,7 +38,7 @@ func Main() int {
 func Run(ctx context.Context, args []string, ios *iostreams.IOStreams, env func(string) string) int {
 	f := factory.New(ios, env)
 	defer f.Close()
-	return execute(ctx, f, NewRootCmd(f), args)
+	return executeOrIntrospect(ctx, f, NewRootCmd(f), args)
 }
 
 // NewRootCmd builds the whole command tree on f.

@@ -50,6 +50,11 @@ type ConnOptions struct {
 	TLSKey   string // --tlskey, NATS_KEY
 	TLSCA    string // --tlsca, NATS_CA
 	JSDomain string // --js-domain
+	// Token and NoContext are the nats CLI's --token (NATS_TOKEN) and
+	// --no-context, hidden: cg takes them so that `nats cg …`, which hands
+	// its own connection flags to cg, loses none (docs/plugin.md).
+	Token     string
+	NoContext bool
 	// Timeout is --timeout (or NATS_TIMEOUT): for connecting and for each
 	// JetStream API request.
 	Timeout time.Duration
@@ -80,6 +85,10 @@ func (f *Factory) AddConnFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCA, "tlsca", "", "TLS certificate authority file (env NATS_CA)")
 	fs.StringVar(&o.JSDomain, "js-domain", "", "JetStream domain")
 	fs.Var((*timeoutValue)(&o.Timeout), "timeout", "time to wait to connect and for each JetStream request (env NATS_TIMEOUT)")
+	fs.StringVar(&o.Token, "token", "", "token (env NATS_TOKEN)")
+	fs.BoolVar(&o.NoContext, "no-context", false, "ignore nats CLI contexts, the selected one too")
+	_ = fs.MarkHidden("token")
+	_ = fs.MarkHidden("no-context")
 }
 
 // ParseTimeout reads a positive duration with a unit ("5s", "500ms").
@@ -165,14 +174,24 @@ func (f *Factory) resolve() (*target, error) {
 		natscontext.WithKey(key),
 		natscontext.WithCA(f.pick(o.TLSCA, "NATS_CA")),
 		natscontext.WithJSDomain(o.JSDomain),
+		natscontext.WithToken(f.pick(o.Token, "NATS_TOKEN")),
 	}
+	// As the nats CLI: a user without a password is a token, and beats --token.
 	if user != "" && password == "" {
 		copts = append(copts, natscontext.WithToken(user))
 	} else {
 		copts = append(copts, natscontext.WithUser(user), natscontext.WithPassword(password))
 	}
 
-	nctx, err := f.loadContext(f.pick(o.Context, "NATS_CONTEXT"), copts)
+	var (
+		nctx *natscontext.Context
+		err  error
+	)
+	if o.NoContext {
+		nctx, err = natscontext.New("", false, copts...)
+	} else {
+		nctx, err = f.loadContext(f.pick(o.Context, "NATS_CONTEXT"), copts)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -256,3 +256,49 @@ func TestClientErrors(t *testing.T) {
 		})
 	}
 }
+
+// The nats CLI's --token and --no-context reach cg when it runs as a nats
+// plugin (docs/plugin.md); cg takes them as the nats CLI does.
+func TestNATSCLITokenAndNoContext(t *testing.T) {
+	opts := natstest.Options(t.TempDir())
+	opts.Authorization = "s3cret-token"
+	s := natstest.Start(t, opts)
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		ok   bool
+	}{
+		{"NATS_TOKEN", map[string]string{"NATS_TOKEN": "s3cret-token"}, nil, true},
+		{"--token", nil, []string{"--token", "s3cret-token"}, true},
+		{"--token beats NATS_TOKEN", map[string]string{"NATS_TOKEN": "wrong"}, []string{"--token", "s3cret-token"}, true},
+		{"--user alone beats --token", nil, []string{"--token", "wrong", "--user", "s3cret-token"}, true},
+		{"no token", nil, nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTestFactory(t, tt.env, append([]string{"-s", s.ClientURL()}, tt.args...)...)
+			_, err := f.Client()
+			if (err == nil) != tt.ok {
+				t.Fatalf("err = %v, want success %v", err, tt.ok)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("error shows the token: %v", err)
+			}
+		})
+	}
+
+	xdg := t.TempDir()
+	writeContext(t, xdg, "picked", `{"url":"nats://picked:4222","token":"ctx-token"}`)
+	if err := os.WriteFile(filepath.Join(xdg, "nats", "context.txt"), []byte("picked\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--no-context"}, {"--no-context", "--context", "picked"}} {
+		tg, err := newTestFactory(t, map[string]string{"XDG_CONFIG_HOME": xdg}, args...).resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tg.url != "nats://127.0.0.1:4222" || tg.source != "" {
+			t.Fatalf("%v: url %q from %q, want the default and no context", args, tg.url, tg.source)
+		}
+	}
+}
