@@ -68,6 +68,13 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	kv.Add("Standbys", strconv.Itoa(ms.Standbys))
 	kv.Add("Pending", strconv.FormatUint(ms.Pending, 10))
 	kv.Add("Ack pending", strconv.Itoa(ms.AckPending))
+	if l := ms.Lag; l != nil {
+		lag := strconv.FormatUint(l.Pending, 10) + " messages unacked"
+		if l.Pending > 0 {
+			lag += ", oldest waiting " + Age(*l)
+		}
+		kv.Add("Lag", lag)
+	}
 	kv.Add("Last delivered", "stream seq "+strconv.FormatUint(ms.Delivered, 10))
 	return kv.Render()
 }

@@ -227,6 +227,13 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Out, `"consumer": "g-m1"`) {
 		t.Fatalf("member-info: %d %q", r.Code, r.Out)
 	}
+	var ms cg.MemberStatus
+	if err := json.Unmarshal([]byte(r.Out), &ms); err != nil || ms.Lag == nil {
+		t.Fatalf("member-info --json lag: %v %q", err, r.Out)
+	}
+	if r = e.run("static", "member-info", "ORDERS", "g", "m1"); r.Code != 0 || !strings.Contains(r.Out, fmt.Sprintf("Lag:            %d messages unacked", ms.Lag.Pending)) {
+		t.Fatalf("member-info text lag (want %d): %q", ms.Lag.Pending, r.Out)
+	}
 
 	// delete: refused without --force off a terminal, then done; the
 	// running instance stops cleanly with exit 0.
