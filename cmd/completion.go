@@ -2,12 +2,10 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
@@ -246,39 +244,19 @@ func kindsOf(c *cobra.Command) []group.Kind {
 	return append(static, elastic...)
 }
 
-// bucketOf is where groups of kind k are stored.
-func bucketOf(k group.Kind) string {
-	if k.Name == "elastic" {
-		return cg.ElasticBucket
-	}
-	return cg.StaticBucket
-}
-
-// groupsByStream lists the groups of the given kinds by stream, reading
-// each kind's bucket keys (<stream>.<group>) once: cheaper than asking
-// every stream in turn.
+// groupsByStream lists the groups of the given kinds by stream.
 func groupsByStream(ctx context.Context, c *cg.Client, kinds []group.Kind) (map[string][]string, error) {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.Name
+	}
+	refs, err := c.ListGroups(ctx, names...)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string][]string{}
-	for _, k := range kinds {
-		kv, err := c.JetStream().KeyValue(ctx, bucketOf(k))
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			continue // no group of this kind yet
-		}
-		if err != nil {
-			return nil, err
-		}
-		keys, err := kv.ListKeys(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for key := range keys.Keys() {
-			if s, g, ok := strings.Cut(key, "."); ok && g != "" {
-				out[s] = append(out[s], g)
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err // the listing stopped short
-		}
+	for _, r := range refs {
+		out[r.Stream] = append(out[r.Stream], r.Group)
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package cg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,13 +170,6 @@ func (s CheckScope) kinds() []string {
 	return []string{"static", "elastic"}
 }
 
-func bucketOf(kind string) string {
-	if kind == "static" {
-		return StaticBucket
-	}
-	return ElasticBucket
-}
-
 // Check looks for what keeps groups from consuming: the server's version,
 // missing streams, invalid stored configurations, partitions nobody
 // serves, members with no live instance, member consumers and stream
@@ -258,52 +252,44 @@ type checkTarget struct {
 }
 
 // targets reads the stored configurations in scope, sorted by stream,
-// group and kind.
+// group and kind (static first).
 func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget, error) {
+	var refs []GroupRef
+	if scope.Group != "" {
+		for _, kind := range scope.kinds() {
+			refs = append(refs, GroupRef{Kind: kind, Stream: scope.Stream, Group: scope.Group})
+		}
+	} else {
+		all, err := r.c.ListGroups(ctx, scope.kinds()...)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range all {
+			if scope.Stream == "" || g.Stream == scope.Stream {
+				refs = append(refs, g)
+			}
+		}
+	}
 	var out []checkTarget
-	for _, kind := range scope.kinds() {
-		kv, err := r.c.bucket(ctx, bucketOf(kind))
+	for _, g := range refs {
+		kv, err := r.c.bucket(ctx, kindBucket(g.Kind))
 		if errors.Is(err, ErrGroupNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		var keys []string
-		if scope.Group != "" {
-			keys = []string{Key(scope.Stream, scope.Group)}
-		} else {
-			lister, err := kv.ListKeys(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("list %s: %w", bucketOf(kind), err)
-			}
-			for k := range lister.Keys() {
-				keys = append(keys, k)
-			}
+		e, err := kv.Get(ctx, Key(g.Stream, g.Group))
+		if isNotFound(err) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
 		}
-		for _, k := range keys {
-			stream, group, ok := strings.Cut(k, ".")
-			if !ok || group == "" || (scope.Stream != "" && stream != scope.Stream) {
-				continue
-			}
-			e, err := kv.Get(ctx, k)
-			if isNotFound(err) || errors.Is(err, jetstream.ErrKeyDeleted) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read group %s from %s: %w", k, bucketOf(kind), err)
-			}
-			out = append(out, checkTarget{kind: kind, stream: stream, group: group, raw: e.Value()})
+		if err != nil {
+			return nil, fmt.Errorf("read group %s from %s: %w", Key(g.Stream, g.Group), kindBucket(g.Kind), err)
 		}
+		out = append(out, checkTarget{kind: g.Kind, stream: g.Stream, group: g.Group, raw: e.Value()})
 	}
 	slices.SortStableFunc(out, func(a, b checkTarget) int {
-		if c := strings.Compare(a.stream, b.stream); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.group, b.group); c != 0 {
-			return c
-		}
-		return strings.Compare(b.kind, a.kind) // static first
+		return cmp.Or(strings.Compare(a.stream, b.stream), strings.Compare(a.group, b.group), strings.Compare(b.kind, a.kind))
 	})
 	return out, nil
 }

@@ -191,7 +191,7 @@ func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, erro
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return nil, err
 	}
-	return c.listGroups(ctx, ElasticBucket, stream)
+	return c.listGroups(ctx, "elastic", stream)
 }
 
 // DeleteElastic removes the group's KV entry and its work-queue stream

@@ -133,7 +133,7 @@ func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return nil, err
 	}
-	return c.listGroups(ctx, StaticBucket, stream)
+	return c.listGroups(ctx, "static", stream)
 }
 
 // MemberStatus is what the server shows of one member.

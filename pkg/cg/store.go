@@ -1,6 +1,7 @@
 package cg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,26 +96,69 @@ func (c *Client) getStatic(ctx context.Context, stream, group string) (StaticCon
 	return cfg, e.Revision(), err
 }
 
-// listGroups returns the group names stored for stream in bucket, sorted.
-func (c *Client) listGroups(ctx context.Context, bucket, stream string) ([]string, error) {
-	kv, err := c.bucket(ctx, bucket)
-	if err != nil {
+// GroupRef names a stored group.
+type GroupRef struct {
+	Kind   string `json:"kind"` // static or elastic
+	Stream string `json:"stream"`
+	Group  string `json:"group"`
+}
+
+// kindBucket is the bucket holding groups of kind ("static" or "elastic").
+func kindBucket(kind string) string {
+	if kind == "elastic" {
+		return ElasticBucket
+	}
+	return StaticBucket
+}
+
+// ListGroups returns every stored group of the given kinds ("static",
+// "elastic"; none: both) on every stream, from one key listing per kind,
+// sorted by stream, group and kind. A kind with no bucket yet has no
+// groups.
+func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, error) {
+	if len(kinds) == 0 {
+		kinds = []string{"static", "elastic"}
+	}
+	var out []GroupRef
+	for _, kind := range kinds {
+		bucket := kindBucket(kind)
+		kv, err := c.bucket(ctx, bucket)
 		if errors.Is(err, ErrGroupNotFound) {
-			return nil, nil
+			continue
 		}
+		if err != nil {
+			return nil, err
+		}
+		lister, err := kv.ListKeys(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", bucket, err)
+		}
+		for k := range lister.Keys() {
+			if s, g, ok := strings.Cut(k, "."); ok && g != "" {
+				out = append(out, GroupRef{Kind: kind, Stream: s, Group: g})
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("list %s: %w", bucket, err) // stopped short
+		}
+	}
+	slices.SortFunc(out, func(a, b GroupRef) int {
+		return cmp.Or(strings.Compare(a.Stream, b.Stream), strings.Compare(a.Group, b.Group), strings.Compare(a.Kind, b.Kind))
+	})
+	return out, nil
+}
+
+// listGroups returns the names of the groups of kind stored for stream, sorted.
+func (c *Client) listGroups(ctx context.Context, kind, stream string) ([]string, error) {
+	refs, err := c.ListGroups(ctx, kind)
+	if err != nil {
 		return nil, err
 	}
-	lister, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", bucket, err)
-	}
 	var out []string
-	for k := range lister.Keys() {
-		s, g, ok := strings.Cut(k, ".")
-		if ok && s == stream && g != "" {
-			out = append(out, g)
+	for _, r := range refs {
+		if r.Stream == stream {
+			out = append(out, r.Group)
 		}
 	}
-	slices.Sort(out)
 	return out, nil
 }
