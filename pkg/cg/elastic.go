@@ -53,10 +53,21 @@ func wholeSubject(cfg ElasticConfig) bool {
 // CreateElastic creates an elastic group over any stream: its KV entry and
 // its work-queue stream <stream>-<group>, sourcing the origin through the
 // partitioning transforms. Everything is checked before anything is
-// written. Re-running an identical create succeeds with Created false; a
-// different partition count, filter set or buffer cap fails with
-// ErrGroupExists ("delete and recreate").
+// written. Re-running an identical create succeeds with Created false, and
+// repairs a work stream whose cg-managed settings drifted; a different
+// partition count, filter set or buffer cap fails with ErrGroupExists
+// ("delete and recreate"). A name another group's work stream has, or a
+// stream of that name cg did not make for this group, is refused
+// (ErrNameClash, ErrNotOwned) with nothing created.
+//
+// Concurrent identical creates all succeed: the work stream is created
+// first (an identical stream create is idempotent: the marks make the
+// configs equal) and the entry last, with a create-only write; whoever
+// loses that write finds an identical group and reports Created false.
+// After its write each call checks the work stream is still there (a
+// concurrent delete may have removed it) and restores it.
 func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg ElasticConfig) (CreateElasticResult, error) {
+	cfg = wholeSubjectForm(cfg)
 	res := CreateElasticResult{Config: cfg, WorkStream: WorkStreamName(stream, group)}
 	if err := ValidateName("stream", stream); err != nil {
 		return res, err
@@ -65,7 +76,7 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 		return res, err
 	}
 	if err := ValidateName("stream", res.WorkStream); err != nil {
-		return res, err
+		return res, invalid("work stream name", strconv.Quote(res.WorkStream[:min(len(res.WorkStream), 40)]+"..."), "<stream>-<group> is %d bytes long, more than the 200 cg allows: shorten the stream or group name", len(res.WorkStream))
 	}
 	if err := cfg.Validate(); err != nil {
 		return res, err
@@ -86,65 +97,107 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	if err != nil {
 		return res, err
 	}
+	clashes, err := c.elasticClashes(ctx, stream, group)
+	if err != nil {
+		return res, err
+	}
+	if len(clashes) > 0 {
+		return res, clashes[0].error("elastic", stream, group)
+	}
+	if kv, err := c.bucket(ctx, ElasticBucket); err == nil {
+		if e, err := kv.Get(ctx, Key(stream, group)); err == nil {
+			return c.existingElastic(ctx, si, stream, group, cfg, e, res)
+		} else if !isNotFound(err) {
+			return res, fmt.Errorf("read group %s: %w", Key(stream, group), err)
+		}
+	} else if !errors.Is(err, ErrGroupNotFound) {
+		return res, err
+	}
+	created, err := c.ensureWorkStream(ctx, si, stream, group, cfg, false)
+	if err != nil {
+		return res, err
+	}
 	kv, err := c.bucketFor(ctx, ElasticBucket, si.Config.Replicas)
+	if err == nil {
+		_, err = kv.Create(ctx, Key(stream, group), raw)
+	}
 	if err != nil {
-		return res, err
-	}
-	if e, err := kv.Get(ctx, Key(stream, group)); err == nil {
-		existing, err := decodeElastic(e.Key(), e.Value())
-		if err != nil {
-			return res, err
-		}
-		if !existing.SameShape(cfg) {
-			return res, fmt.Errorf("%w: elastic group %q on %q has %s; partitions, filters and buffer caps never change: delete and recreate the group", ErrGroupExists, group, stream, strings.Join(existing.ShapeDiff(cfg), ", "))
-		}
-		res.Config = existing
-		// Make sure the work stream is there too (it may have been lost).
-		_, err = c.ensureWorkStream(ctx, si, res.WorkStream, existing)
-		return res, err
-	} else if !isNotFound(err) {
-		return res, fmt.Errorf("read group %s: %w", Key(stream, group), err)
-	}
-	created, err := c.ensureWorkStream(ctx, si, res.WorkStream, cfg)
-	if err != nil {
-		return res, err
-	}
-	if _, err := kv.Create(ctx, Key(stream, group), raw); err != nil {
-		if created {
-			// Leave nothing half-made behind.
-			_ = c.js.DeleteStream(context.WithoutCancel(ctx), res.WorkStream)
-		}
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			return res, fmt.Errorf("%w: elastic group %q on %q was created concurrently; run the create again", ErrGroupExists, group, stream)
+			// Created concurrently: identical is success.
+			e, gerr := kv.Get(ctx, Key(stream, group))
+			if gerr == nil {
+				return c.existingElastic(ctx, si, stream, group, cfg, e, res)
+			}
+		}
+		if created && kv != nil {
+			// Leave nothing half-made behind: only the stream this call
+			// made, and only while no stored group refers to it.
+			bg := context.WithoutCancel(ctx)
+			if _, gerr := kv.Get(bg, Key(stream, group)); isNotFound(gerr) {
+				_ = c.js.DeleteStream(bg, res.WorkStream)
+			}
 		}
 		return res, fmt.Errorf("store group %s: %w", Key(stream, group), err)
 	}
 	res.Created = true
-	return res, nil
+	// A delete racing us may have removed the stream after we made it.
+	_, err = c.ensureWorkStream(ctx, si, stream, group, cfg, false)
+	return res, err
 }
 
-// ensureWorkStream creates the work-queue stream, or checks an existing one.
-func (c *Client) ensureWorkStream(ctx context.Context, origin *jetstream.StreamInfo, name string, cfg ElasticConfig) (created bool, err error) {
-	want := jetstream.StreamConfig{
-		Name:        name,
-		Retention:   jetstream.WorkQueuePolicy,
-		Discard:     jetstream.DiscardNew,
-		Replicas:    origin.Config.Replicas,
-		Storage:     origin.Config.Storage,
-		MaxMsgs:     cfg.MaxBufferedMsgs,
-		MaxBytes:    cfg.MaxBufferedBytes,
-		AllowDirect: true,
-		Sources:     []*jetstream.StreamSource{{Name: origin.Config.Name, SubjectTransforms: ElasticTransforms(cfg)}},
+// existingElastic finishes a create that found the group stored already:
+// the same shape succeeds (Created false) after making sure its work
+// stream is there and as cg made it.
+func (c *Client) existingElastic(ctx context.Context, si *jetstream.StreamInfo, stream, group string, cfg ElasticConfig, e jetstream.KeyValueEntry, res CreateElasticResult) (CreateElasticResult, error) {
+	existing, err := decodeElastic(e.Key(), e.Value())
+	if err != nil {
+		return res, err
 	}
-	if _, err := c.js.Stream(ctx, name); err == nil {
-		return false, nil
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if !wholeSubjectForm(existing).SameShape(cfg) {
+		return res, fmt.Errorf("%w: elastic group %q on %q has %s; partitions, filters and buffer caps never change: delete and recreate the group", ErrGroupExists, group, stream, strings.Join(existing.ShapeDiff(cfg), ", "))
+	}
+	res.Config = existing
+	res.Transforms = ElasticTransforms(existing)
+	// Make sure the work stream is there too (it may have been lost) and
+	// repair what drifted.
+	_, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
+	return res, err
+}
+
+// ensureWorkStream creates the group's work-queue stream, or checks an
+// existing one: it must be the group's own (WorkStreamOwned), and its
+// cg-managed settings are repaired when repair is set (the stored group is
+// authoritative) or else must match. created tells whether this call made
+// it.
+func (c *Client) ensureWorkStream(ctx context.Context, origin *jetstream.StreamInfo, stream, group string, cfg ElasticConfig, repair bool) (created bool, err error) {
+	want := workStreamConfig(origin, stream, group, cfg)
+	name := want.Name
+	s, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err = c.js.CreateStream(ctx, want); err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return false, fmt.Errorf("create work stream %s: %w", name, err)
+		}
+		// Made just now by someone else, with another config: look.
+		s, err = c.js.Stream(ctx, name)
+	}
+	if err != nil {
 		return false, fmt.Errorf("look up work stream %s: %w", name, err)
 	}
-	if _, err := c.js.CreateStream(ctx, want); err != nil {
-		return false, fmt.Errorf("create work stream %s: %w", name, err)
+	have := s.CachedInfo()
+	if ok, why := WorkStreamOwned(have, stream, group, &cfg); !ok {
+		return false, notOwned("stream", name, fmt.Sprintf("elastic group %q on %s", group, stream), why, "rename the group or remove the stream")
 	}
-	return true, nil
+	diffs, fixable := workStreamSettingsDrift(have.Config, want)
+	if len(diffs) == 0 {
+		return false, nil
+	}
+	if !repair || !fixable {
+		return false, fmt.Errorf("%w: work stream %s of elastic group %q on %q has drifted: %s; delete and recreate the group", ErrGroupExists, name, group, stream, strings.Join(diffs, ", "))
+	}
+	return false, c.repairWorkStream(ctx, have.Config, want)
 }
 
 // decodeElastic parses and checks a stored elastic value; errors name the key.
@@ -195,10 +248,12 @@ func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, erro
 }
 
 // DeleteElastic removes the group's KV entry and its work-queue stream
-// (with the member consumers on it), nothing else.
+// (with the member consumers on it), nothing else: a stream of that name
+// that is not the group's own (WorkStreamOwned) is kept and reported in
+// Kept.
 func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
-	if err := ValidateName("group", group); err != nil {
+	if err := storedGroupName(group); err != nil {
 		return res, err
 	}
 	kv, err := c.bucket(ctx, ElasticBucket)
@@ -215,11 +270,21 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 		}
 		return res, err
 	}
+	var cfg *ElasticConfig
+	if dc, err := decodeElastic(e.Key(), e.Value()); err == nil {
+		cfg = &dc
+	}
 	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
 	ws := WorkStreamName(stream, group)
-	if s, err := c.js.Stream(ctx, ws); err == nil {
+	s, err := c.js.Stream(ctx, ws)
+	switch {
+	case err == nil:
+		if ok, why := WorkStreamOwned(s.CachedInfo(), stream, group, cfg); !ok {
+			res.Kept = append(res.Kept, fmt.Sprintf("stream %s: not made by cg for elastic group %q on %s (%s)", ws, group, stream, why))
+			return res, nil
+		}
 		for name := range s.ListConsumers(ctx).Info() {
 			res.Consumers = append(res.Consumers, name.Name)
 		}
@@ -227,11 +292,33 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 			return res, fmt.Errorf("delete work stream %s: %w", ws, err)
 		}
 		res.WorkStream = ws
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+	case errors.Is(err, jetstream.ErrStreamNotFound) || badServerName(err):
+	default:
 		return res, err
 	}
 	slices.Sort(res.Consumers)
+	c.restoreRecreated(ctx, kv, stream, group)
 	return res, nil
+}
+
+// restoreRecreated: a create that ran while we deleted may have stored the
+// group again after our entry delete and checked its work stream before
+// our stream delete. The group it stored must not be left without its
+// work stream, so put the stream back for it.
+func (c *Client) restoreRecreated(ctx context.Context, kv jetstream.KeyValue, stream, group string) {
+	e, err := kv.Get(ctx, Key(stream, group))
+	if err != nil {
+		return
+	}
+	cfg, err := decodeElastic(e.Key(), e.Value())
+	if err != nil {
+		return
+	}
+	si, err := c.streamInfo(ctx, stream)
+	if err != nil {
+		return
+	}
+	_, _ = c.ensureWorkStream(ctx, si, stream, group, cfg, false)
 }
 
 // MembershipChange describes an add, drop or mapping change.

@@ -52,8 +52,10 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.js.Stream(ctx, m.cstream); err != nil {
+	if ws, err := c.js.Stream(ctx, m.cstream); err != nil {
 		return nil, fmt.Errorf("%w: work stream %s of elastic group %q: %v; delete and recreate the group", ErrStreamNotFound, m.cstream, group, err)
+	} else if ok, why := WorkStreamOwned(ws.CachedInfo(), stream, group, &cfg); !ok {
+		return nil, notOwned("stream", m.cstream, fmt.Sprintf("elastic group %q on %s", group, stream), why, "the group cannot be consumed until it is removed")
 	}
 	m.elastic = cfg
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -205,6 +207,12 @@ func (m *Member) reconcile() time.Duration {
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 	defer cancel()
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err == nil && !groupConsumer(cons.CachedInfo().Config, m.stream, m.group, cfg.MaxMembers) {
+		// Not this group's: never join, change or delete it.
+		_, why := MemberConsumerOwned(cons.CachedInfo().Config, "elastic", m.stream, m.group, m.member, want)
+		m.setWaiting(notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("elastic group %q on %s (member %q)", m.group, m.stream, m.member), why, "remove it to let this member consume").Error())
+		return time.Second
+	}
 	switch {
 	case err == nil && compatible(cons.CachedInfo().Config, want):
 		return m.attachElastic(want, parts)
@@ -308,6 +316,12 @@ func (m *Member) deleteConsumerIf(ctx context.Context, name string, seen jetstre
 	if err != nil || !sameFilters(consumerFilters(cons.CachedInfo().Config), consumerFilters(seen)) {
 		return false
 	}
+	m.mu.Lock()
+	n := m.elastic.MaxMembers
+	m.mu.Unlock()
+	if !groupConsumer(cons.CachedInfo().Config, m.stream, m.group, n) {
+		return false // not the group's: never deleted
+	}
 	if err := m.c.js.DeleteConsumer(ctx, m.cstream, name); err != nil {
 		return false
 	}
@@ -331,7 +345,7 @@ func (m *Member) clearStale(ctx context.Context, cfg ElasticConfig, want []strin
 	}
 	deleted := false
 	for ci := range s.ListConsumers(ctx).Info() {
-		if ci.Name == m.consumer {
+		if ci.Name == m.consumer || !groupConsumer(ci.Config, m.stream, m.group, cfg.MaxMembers) {
 			continue
 		}
 		overlaps := false

@@ -18,6 +18,11 @@ var (
 	ErrNotMapped        = errors.New("group has no member mappings")
 	ErrConsumerConflict = errors.New("member consumer in use with other filters")
 	ErrFenced           = errors.New("instance fenced: it can no longer be sure it holds its pin")
+	// ErrNotOwned: a stream or consumer with the name cg would use exists
+	// but was not made by cg (or the reference) for that very group.
+	ErrNotOwned = errors.New("object not made by cg for this group")
+	// ErrNameClash: two groups would share a server name.
+	ErrNameClash = errors.New("group names clash")
 )
 
 // described is a sentinel with its own full wording: Error is the message

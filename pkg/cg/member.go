@@ -102,6 +102,16 @@ type JoinOptions struct {
 	// never answered (the reference library's) is left to the TTL. Default
 	// 250ms; negative turns the check off.
 	LivenessInterval time.Duration
+	// ReferenceCompatible creates the member consumer exactly as the
+	// reference library (pcgroups) would: without cg's ownership marks and,
+	// for static members, kept forever (as KeepConsumer). The server
+	// compares a create's whole configuration, metadata included, with the
+	// existing consumer's, so a reference instance of the same member is
+	// refused a marked consumer (static: it fails; elastic: it deletes and
+	// recreates it, unmarked). Set it on every cg instance of a member that
+	// also runs reference instances. Consumers that exist already are
+	// joined as they are when they are the member's own.
+	ReferenceCompatible bool
 	// OnEvent receives state changes. It is called from the instance's
 	// goroutines and must not block for long.
 	OnEvent func(Event)
@@ -123,6 +133,9 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.PullExpiry == 0 {
 		// Well inside the TTL: each pull resets the server's pin timer.
 		o.PullExpiry = max(o.PinnedTTL/2, 100*time.Millisecond)
+	}
+	if o.ReferenceCompatible {
+		o.InactiveThreshold = KeepConsumer
 	}
 	switch {
 	case o.InactiveThreshold == 0:
@@ -331,6 +344,9 @@ func (m *Member) consumerConfig(filters []string) jetstream.ConsumerConfig {
 		cc.Name = m.consumer
 		cc.InactiveThreshold = m.opts.AckWait
 	}
+	if !m.opts.ReferenceCompatible {
+		cc.Metadata = Marks(m.kind, m.stream, m.group, m.member)
+	}
 	return cc
 }
 
@@ -359,8 +375,11 @@ func compatible(have jetstream.ConsumerConfig, filters []string) bool {
 		have.PriorityPolicy == jetstream.PriorityPolicyPinned
 }
 
-// bindStatic creates the member consumer, or binds to an existing
-// compatible one, and starts pulling.
+// bindStatic creates the member consumer, or binds to an existing one that
+// is the member's own (MemberConsumerOwned), and starts pulling. An owned
+// consumer with other filters (a leftover of an earlier group of the same
+// name) is updated when no instance pulls from it; one that is not the
+// member's is never touched.
 func (m *Member) bindStatic(ctx context.Context, filters []string) error {
 	want := m.consumerConfig(filters)
 	var (
@@ -368,27 +387,38 @@ func (m *Member) bindStatic(ctx context.Context, filters []string) error {
 		err     error
 		resumed string
 	)
-	if _, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		// Gone after inactivity (or never made): pick up where the member
 		// left off, if it saved its place.
 		create := want
 		resumed = m.startAfter(ctx, &create)
 		cons, err = m.c.js.CreateConsumer(ctx, m.cstream, create)
-	} else {
-		cons, err = m.c.js.CreateConsumer(ctx, m.cstream, want)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			// Another instance made it just now: look at it as below.
+			resumed = ""
+			cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer)
+		} else if err == nil {
+			cons = nil // ours, just made
+		}
 	}
-	if errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer)
-		if err == nil && !compatible(cons.CachedInfo().Config, filters) {
-			ci := cons.CachedInfo()
+	if err == nil && cons != nil {
+		ci := cons.CachedInfo()
+		if ok, why := MemberConsumerOwned(ci.Config, "static", m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
+			return notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("static group %q on %q (member %q)", m.group, m.stream, m.member), why, "stop what uses it and remove it, or rename the group or member")
+		}
+		if !compatible(ci.Config, filters) {
 			if ci.NumWaiting > 0 {
 				// Live instances use it (another implementation's, or of a
 				// group recreated under them): never change what they consume.
 				return fmt.Errorf("%w: consumer %s on %s has filters %v but the group gives member %s %v, and instances are pulling from it; stop them (or delete the consumer) and join again",
 					ErrConsumerConflict, m.consumer, m.cstream, consumerFilters(ci.Config), m.member, filters)
 			}
-			// A leftover from an earlier group of the same name.
-			_, err = m.c.js.UpdateConsumer(ctx, m.cstream, want)
+			// The member's own, with an earlier configuration's filters.
+			upd := want
+			if !isMarked(ci.Config.Metadata) {
+				upd.Metadata = ci.Config.Metadata // leave an unmarked consumer unmarked
+			}
+			_, err = m.c.js.UpdateConsumer(ctx, m.cstream, upd)
 		}
 	}
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,11 +100,17 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err != nil {
 		return res, err
 	}
+	if err := c.checkStaticNames(ctx, stream, group, cfg); err != nil {
+		return res, err
+	}
 	kv, err := c.bucketFor(ctx, StaticBucket, si.Config.Replicas)
 	if err != nil {
 		return res, err
 	}
-	if _, err := kv.Create(ctx, Key(stream, group), raw); err == nil {
+	if rev, err := kv.Create(ctx, Key(stream, group), raw); err == nil {
+		if err := c.settleStaticClash(ctx, kv, stream, group, cfg, rev); err != nil {
+			return res, err
+		}
 		res.Created = true
 		return res, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -335,14 +340,18 @@ type DeleteResult struct {
 	Key        string   `json:"key"`
 	Consumers  []string `json:"deleted_consumers"`
 	WorkStream string   `json:"deleted_work_stream,omitempty"`
+	// Kept lists, with the reason, what has the group's names but was not
+	// made for it and so was not deleted.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // DeleteStatic removes the group's KV entry and its own member consumers
-// (<group>-<member> for each configured member, carrying the PCG priority
-// group) and nothing else. Running members see the deletion and stop.
+// (<group>-<member> for each configured member, when MemberConsumerOwned)
+// and nothing else: a consumer of that name that is not the member's is
+// kept and reported in Kept. Running members see the deletion and stop.
 func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
-	if err := ValidateName("group", group); err != nil {
+	if err := storedGroupName(group); err != nil {
 		return res, err
 	}
 	s, err := c.js.Stream(ctx, stream)
@@ -363,8 +372,8 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 		}
 		return res, err
 	}
-	// A config we cannot parse still names no consumers we could trust;
-	// delete the entry so the group can be recreated.
+	// A config we cannot parse still names the members it can; their
+	// consumers are deleted only when they prove to be theirs.
 	var cfg StaticConfig
 	_ = json.Unmarshal(e.Value(), &cfg)
 	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
@@ -376,19 +385,15 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 	var errs []error
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
-		ci, err := c.consumerInfo(ctx, stream, name)
-		if err != nil {
+		deleted, kept, err := c.deleteOwnedConsumer(ctx, s, stream, name, "static", group, m, staticForms(cfg, m))
+		switch {
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		case deleted:
+			res.Consumers = append(res.Consumers, name)
+		case kept != "":
+			res.Kept = append(res.Kept, kept)
 		}
-		if ci == nil || !slices.Contains(ci.Config.PriorityGroups, PriorityGroup) {
-			continue
-		}
-		if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			errs = append(errs, fmt.Errorf("delete consumer %s: %w", name, err))
-			continue
-		}
-		res.Consumers = append(res.Consumers, name)
 	}
 	c.deletePositions(ctx, stream, group, cfg.MemberNames())
 	return res, errors.Join(errs...)
