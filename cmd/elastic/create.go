@@ -48,6 +48,9 @@ type CreateOutput struct {
 	WorkStream     string           `json:"work_stream"`
 	Transforms     []Transform      `json:"transforms"`
 	Ownership      map[string][]int `json:"ownership"`
+	// Repaired names the work stream settings that had drifted and were
+	// set back.
+	Repaired []string `json:"repaired,omitempty"`
 }
 
 const filterHelp = "partitioning filter filter[:w1,w2,...], repeatable, such as 'orders.*:1' (hash the token at the 1st '*');\n" +
@@ -74,6 +77,9 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			"  cg elastic create EVENTS billing 16 --filter 'events.*.*:2' --filter 'audit.>' --max-buffered-msgs 100000",
 		Args: group.Args("stream", "group", "max-members"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cg.ValidateName("group", args[1]); err != nil {
+				return exitcode.NewUsageError(err)
+			}
 			n, err := parseMax(args[2])
 			if err != nil {
 				return err
@@ -166,7 +172,7 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 		return err
 	}
 	out := CreateOutput{Stream: o.Stream, Group: o.Group, Created: res.Created, DefaultFilters: defaulted,
-		Config: res.Config, WorkStream: res.WorkStream, Ownership: map[string][]int{}}
+		Config: res.Config, WorkStream: res.WorkStream, Ownership: map[string][]int{}, Repaired: res.Repaired}
 	if out.Config.PartitioningFilters == nil {
 		out.Config.PartitioningFilters = []cg.PartitioningFilter{}
 	}
@@ -183,6 +189,8 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	if res.Created {
 		fmt.Fprintf(ios.ErrOut, "created elastic group %s on %s with %d partitions\n", o.Group, o.Stream, res.Config.MaxMembers)
+	} else if len(res.Repaired) > 0 {
+		fmt.Fprintf(ios.ErrOut, "elastic group %s on %s already exists (%d partitions); repaired its work stream %s: %s\n", o.Group, o.Stream, res.Config.MaxMembers, res.WorkStream, strings.Join(res.Repaired, ", "))
 	} else {
 		fmt.Fprintf(ios.ErrOut, "elastic group %s on %s already exists, identical (%d partitions)\n", o.Group, o.Stream, res.Config.MaxMembers)
 	}

@@ -30,6 +30,7 @@ type ConsumeOptions struct {
 	MaxAckPending         int
 	Count                 int
 	Verify                bool
+	ReferenceCompatible   bool
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -63,6 +64,7 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	flagx.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still connected, to replace a dead one at once instead of after the pinned TTL (0s: off)")
 	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
 	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
+	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	return cmd
 }
@@ -300,6 +302,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	start := time.Now()
 	m, err := o.Kind.Join(c, runCtx, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
 		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
+		ReferenceCompatible: o.ReferenceCompatible,
 	})
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)

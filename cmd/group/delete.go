@@ -80,6 +80,9 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 		fmt.Fprintf(ios.ErrOut, ", consumers %s", strings.Join(res.Consumers, " "))
 	}
 	fmt.Fprintln(ios.ErrOut, ")")
+	for _, k := range res.Kept {
+		fmt.Fprintf(ios.ErrOut, "kept %s\n", k)
+	}
 	return nil
 }
 

@@ -134,7 +134,13 @@ func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
 func checkNames(names, args []string) error {
 	for i, n := range names {
 		switch n {
-		case "stream", "group", "member":
+		case "group":
+			// Verbs on stored groups take the names the reference stores
+			// (with '.'); create checks strictly itself.
+			if err := cg.ValidateStoredGroupName(args[i]); err != nil {
+				return exitcode.NewUsageError(err)
+			}
+		case "stream", "member":
 			if err := cg.ValidateName(n, args[i]); err != nil {
 				return exitcode.NewUsageError(err)
 			}

@@ -23,6 +23,9 @@ type CreateElasticResult struct {
 	WorkStream string
 	// Transforms are the work stream's source subject transforms.
 	Transforms []jetstream.SubjectTransformConfig
+	// Repaired names the work stream settings that had drifted from the
+	// group's and were set back (re-running create over an existing group).
+	Repaired []string
 }
 
 // ElasticTransforms are the subject transforms through which a group's
@@ -113,7 +116,7 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	} else if !errors.Is(err, ErrGroupNotFound) {
 		return res, err
 	}
-	created, err := c.ensureWorkStream(ctx, si, stream, group, cfg, false)
+	created, _, err := c.ensureWorkStream(ctx, si, stream, group, cfg, false)
 	if err != nil {
 		return res, err
 	}
@@ -141,7 +144,7 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	}
 	res.Created = true
 	// A delete racing us may have removed the stream after we made it.
-	_, err = c.ensureWorkStream(ctx, si, stream, group, cfg, false)
+	_, _, err = c.ensureWorkStream(ctx, si, stream, group, cfg, false)
 	return res, err
 }
 
@@ -160,7 +163,7 @@ func (c *Client) existingElastic(ctx context.Context, si *jetstream.StreamInfo, 
 	res.Transforms = ElasticTransforms(existing)
 	// Make sure the work stream is there too (it may have been lost) and
 	// repair what drifted.
-	_, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
+	_, res.Repaired, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
 	return res, err
 }
 
@@ -169,35 +172,38 @@ func (c *Client) existingElastic(ctx context.Context, si *jetstream.StreamInfo, 
 // cg-managed settings are repaired when repair is set (the stored group is
 // authoritative) or else must match. created tells whether this call made
 // it.
-func (c *Client) ensureWorkStream(ctx context.Context, origin *jetstream.StreamInfo, stream, group string, cfg ElasticConfig, repair bool) (created bool, err error) {
+func (c *Client) ensureWorkStream(ctx context.Context, origin *jetstream.StreamInfo, stream, group string, cfg ElasticConfig, repair bool) (created bool, repaired []string, err error) {
 	want := workStreamConfig(origin, stream, group, cfg)
 	name := want.Name
 	s, err := c.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if _, err = c.js.CreateStream(ctx, want); err == nil {
-			return true, nil
+			return true, nil, nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return false, fmt.Errorf("create work stream %s: %w", name, err)
+			return false, nil, fmt.Errorf("create work stream %s: %w", name, err)
 		}
 		// Made just now by someone else, with another config: look.
 		s, err = c.js.Stream(ctx, name)
 	}
 	if err != nil {
-		return false, fmt.Errorf("look up work stream %s: %w", name, err)
+		return false, nil, fmt.Errorf("look up work stream %s: %w", name, err)
 	}
 	have := s.CachedInfo()
 	if ok, why := WorkStreamOwned(have, stream, group, &cfg); !ok {
-		return false, notOwned("stream", name, fmt.Sprintf("elastic group %q on %s", group, stream), why, "rename the group or remove the stream")
+		return false, nil, notOwned("stream", name, fmt.Sprintf("elastic group %q on %s", group, stream), why, "rename the group or remove the stream")
 	}
 	diffs, fixable := workStreamSettingsDrift(have.Config, want)
 	if len(diffs) == 0 {
-		return false, nil
+		return false, nil, nil
 	}
 	if !repair || !fixable {
-		return false, fmt.Errorf("%w: work stream %s of elastic group %q on %q has drifted: %s; delete and recreate the group", ErrGroupExists, name, group, stream, strings.Join(diffs, ", "))
+		return false, nil, fmt.Errorf("%w: work stream %s of elastic group %q on %q has drifted: %s; delete and recreate the group", ErrGroupExists, name, group, stream, strings.Join(diffs, ", "))
 	}
-	return false, c.repairWorkStream(ctx, have.Config, want)
+	if err := c.repairWorkStream(ctx, have.Config, want); err != nil {
+		return false, nil, err
+	}
+	return false, diffs, nil
 }
 
 // decodeElastic parses and checks a stored elastic value; errors name the key.
@@ -253,7 +259,7 @@ func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, erro
 // Kept.
 func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
-	if err := storedGroupName(group); err != nil {
+	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err
 	}
 	kv, err := c.bucket(ctx, ElasticBucket)
@@ -318,7 +324,7 @@ func (c *Client) restoreRecreated(ctx context.Context, kv jetstream.KeyValue, st
 	if err != nil {
 		return
 	}
-	_, _ = c.ensureWorkStream(ctx, si, stream, group, cfg, false)
+	_, _, _ = c.ensureWorkStream(ctx, si, stream, group, cfg, false)
 }
 
 // MembershipChange describes an add, drop or mapping change.
@@ -604,7 +610,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	gi.fillConfig(cfg)
 	ws, err := c.js.Stream(ctx, gi.WorkStream)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if errors.Is(err, jetstream.ErrStreamNotFound) || badServerName(err) {
 			return gi, fmt.Errorf("%w: work stream %s of elastic group %q is missing; delete and recreate the group", ErrStreamNotFound, gi.WorkStream, group)
 		}
 		return gi, err

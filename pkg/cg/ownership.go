@@ -161,10 +161,12 @@ func badServerName(err error) bool {
 	return errors.Is(err, jetstream.ErrInvalidConsumerName) || errors.Is(err, jetstream.ErrInvalidStreamName)
 }
 
-// storedGroupName checks a group name on paths that read or delete stored
-// groups: the reference stores names cg would not create (with '.'; the
-// KV key S.a.b is stream S, group a.b), and those must stay usable.
-func storedGroupName(group string) error {
+// ValidateStoredGroupName checks a group name on paths that read or
+// delete stored groups: the reference stores names cg would not create
+// (with '.'; the KV key S.a.b is stream S, group a.b: stream names have no
+// '.'), and those must stay usable. Each '.'-separated part must be a
+// name ValidateName accepts.
+func ValidateStoredGroupName(group string) error {
 	if group == "" {
 		return invalid("group name", `""`, "must not be empty")
 	}

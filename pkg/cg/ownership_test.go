@@ -396,3 +396,208 @@ func TestOwnershipConcurrentCreateDelete(t *testing.T) {
 	}
 	t.Logf("create/delete races: %d ended with the group, %d without", both, none)
 }
+
+// Re-running create over a work stream whose cg-managed settings drifted
+// repairs it; drift that cannot be repaired in place is refused, naming it.
+func TestOwnershipElasticCreateRepairsDrift(t *testing.T) {
+	c, js, _ := elasticSetup(t, 4)
+	ctx := ctxT(t)
+	cfg := cg.ElasticConfig{MaxMembers: 4, PartitioningFilters: ordersFilter()}
+	s, err := js.Stream(ctx, "ORDERS-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := s.CachedInfo().Config
+	drifted := good
+	drifted.MaxMsgs = 7
+	drifted.Sources = []*jetstream.StreamSource{{Name: "ORDERS", SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: "orders.*", Destination: "{{Partition(4,1)}}.x.{{Wildcard(1)}}"}}}}
+	if _, err := js.UpdateStream(ctx, drifted); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CreateElastic(ctx, "ORDERS", "g", cfg)
+	if err != nil || res.Created {
+		t.Fatalf("re-create over drift: %v %+v", err, res)
+	}
+	if len(res.Repaired) != 2 || !strings.Contains(strings.Join(res.Repaired, " "), "max messages 7") {
+		t.Errorf("repaired %v, want max messages and sources", res.Repaired)
+	}
+	s, err = js.Stream(ctx, "ORDERS-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.CachedInfo().Config
+	if got.MaxMsgs != good.MaxMsgs || got.Sources[0].SubjectTransforms[0] != good.Sources[0].SubjectTransforms[0] {
+		t.Errorf("work stream not repaired: max msgs %d, transforms %v", got.MaxMsgs, got.Sources[0].SubjectTransforms)
+	}
+	if got.Metadata["cg.group"] != "g" {
+		t.Errorf("repair lost the marks: %v", got.Metadata)
+	}
+	res, err = c.CreateElastic(ctx, "ORDERS", "g", cfg)
+	if err != nil || len(res.Repaired) != 0 {
+		t.Errorf("third create: %v, repaired %v; want identical", err, res.Repaired)
+	}
+}
+
+// The reference's whole-subject mode (no partitioning filters) and
+// --filter '>' are one group: re-creating either way succeeds identically.
+func TestOwnershipWholeSubjectRecreate(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ctx := ctxT(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := cg.New(js)
+	// As the reference stores it.
+	if _, err := c.CreateElastic(ctx, "EV", "whole", cg.ElasticConfig{MaxMembers: 3}); err != nil {
+		t.Fatal(err)
+	}
+	pf, err := cg.ParsePartitioningFilter(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CreateElastic(ctx, "EV", "whole", cg.ElasticConfig{MaxMembers: 3, PartitioningFilters: []cg.PartitioningFilter{pf}})
+	if err != nil || res.Created || len(res.Repaired) != 0 {
+		t.Fatalf("re-create with --filter '>': %v %+v", err, res)
+	}
+	// And the other way round: --filter '>' first, stored as whole-subject.
+	res, err = c.CreateElastic(ctx, "EV", "w2", cg.ElasticConfig{MaxMembers: 3, PartitioningFilters: []cg.PartitioningFilter{pf}})
+	if err != nil || !res.Created {
+		t.Fatal(err)
+	}
+	if len(res.Config.PartitioningFilters) != 0 {
+		t.Errorf("--filter '>' stored as %v, want no partitioning filters (the reference's whole-subject form)", res.Config.PartitioningFilters)
+	}
+	if res, err = c.CreateElastic(ctx, "EV", "w2", cg.ElasticConfig{MaxMembers: 3}); err != nil || res.Created {
+		t.Errorf("re-create without filters: %v %+v", err, res)
+	}
+}
+
+func TestOwnershipWorkStreamNameTooLong(t *testing.T) {
+	c, _, _ := elasticSetup(t, 4)
+	_, err := c.CreateElastic(ctxT(t), "ORDERS", strings.Repeat("g", 195), cg.ElasticConfig{MaxMembers: 4, PartitioningFilters: ordersFilter()})
+	if err == nil || !strings.Contains(err.Error(), "work stream name") || !strings.Contains(err.Error(), "ORDERS-ggg") {
+		t.Errorf("too long: %v; want it to name the work stream ORDERS-<group>", err)
+	}
+}
+
+// Reference-made groups cg would not create: a member name with '.'
+// (its consumer name is one the server cannot have) and a group name with
+// '.' (key S.a.b). Both show and delete cleanly.
+func TestOwnershipReferenceOddNames(t *testing.T) {
+	_, c, js := setup(t)
+	ctx := ctxT(t)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cg.StaticBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ORDERS.g", []byte(`{"max_members":10,"filters":[">"],"members":["a.b","m2"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ORDERS.x.y", []byte(`{"max_members":10,"filters":[">"],"members":["m1"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m2", func(context.Context, *cg.Msg) {}, cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	if gi, err := c.StaticInfo(ctx, "ORDERS", "x.y"); err != nil || len(gi.Members) != 1 || gi.Members[0].ConsumerExists {
+		t.Errorf("info of group x.y: %v %+v", err, gi.Members)
+	}
+	res, err := c.DeleteStatic(ctx, "ORDERS", "g")
+	if err != nil {
+		t.Fatalf("delete of a group with member a.b: %v", err)
+	}
+	if len(res.Consumers) != 1 || res.Consumers[0] != "g-m2" {
+		t.Errorf("deleted %v, want g-m2", res.Consumers)
+	}
+	if _, err := c.DeleteStatic(ctx, "ORDERS", "x.y"); err != nil {
+		t.Fatalf("delete of group x.y: %v", err)
+	}
+	if _, err := kv.Get(ctx, "ORDERS.x.y"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("ORDERS.x.y still stored: %v", err)
+	}
+	if err := cg.ValidateStoredGroupName("a..b"); err == nil {
+		t.Error("a..b accepted")
+	}
+}
+
+// A static member never joins, updates or deletes a consumer of its name
+// that is not its own; an elastic member never deletes a foreign consumer
+// on its work stream.
+func TestOwnershipMembersLeaveForeignConsumers(t *testing.T) {
+	_, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Made after the create: a user's consumer with the member's name.
+	if _, err := js.CreateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: "g-m1", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "3.>"}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, js)
+	_, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(context.Context, *cg.Msg) {}, cg.JoinOptions{})
+	wantErrNaming(t, "join over a user's consumer", err, cg.ErrNotOwned, "g-m1", "priority group")
+	sameState(t, "refused join", before, snapshot(t, js))
+
+	// ReferenceCompatible: no marks, kept forever.
+	if _, err := c.CreateStatic(ctx, "ORDERS", "r", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.JoinStatic(ctx, "ORDERS", "r", "m1", func(context.Context, *cg.Msg) {}, cg.JoinOptions{ReferenceCompatible: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	ci, err := js.Consumer(ctx, "ORDERS", "r-m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc := ci.CachedInfo().Config; cc.Metadata["cg.group"] != "" || cc.InactiveThreshold != 0 {
+		t.Errorf("reference-compatible consumer has marks %v, inactive threshold %s", cc.Metadata, cc.InactiveThreshold)
+	}
+}
+
+func TestOwnershipElasticMemberLeavesForeignConsumer(t *testing.T) {
+	c, js, _ := elasticSetup(t, 4)
+	ctx := ctxT(t)
+	if _, err := c.AddMembers(ctx, "ORDERS", "g", []string{"m1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Someone's own consumer on the work stream, named like the member
+	// and holding partition 0 (it is not pinned in PCG).
+	if _, err := js.CreateConsumer(ctx, "ORDERS-g", jetstream.ConsumerConfig{Name: "m1", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "0.>"}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var waits []string
+	m, err := c.JoinElastic(ctx, "ORDERS", "g", "m1", func(context.Context, *cg.Msg) {}, cg.JoinOptions{OnEvent: func(e cg.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Kind == cg.EventWaiting {
+			waits = append(waits, e.Reason)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 10*time.Second, "the member saying the consumer is not its own", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range waits {
+			if strings.Contains(w, "not made by cg") {
+				return true
+			}
+		}
+		return false
+	})
+	ci, err := js.Consumer(ctx, "ORDERS-g", "m1")
+	if err != nil {
+		t.Fatalf("the foreign consumer was deleted: %v", err)
+	}
+	if cc := ci.CachedInfo().Config; cc.FilterSubject != "0.>" || len(cc.PriorityGroups) != 0 {
+		t.Errorf("the foreign consumer was changed: %+v", cc)
+	}
+}

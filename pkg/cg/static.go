@@ -242,8 +242,8 @@ func memberStatus(member string, partitions []int, filters []string, consumer st
 func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*jetstream.ConsumerInfo, error) {
 	cons, err := c.js.Consumer(ctx, stream, consumer)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, nil
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || badServerName(err) {
+			return nil, nil // a name the server cannot have: no such consumer
 		}
 		return nil, fmt.Errorf("consumer %s on %s: %w", consumer, stream, err)
 	}
@@ -351,7 +351,7 @@ type DeleteResult struct {
 // kept and reported in Kept. Running members see the deletion and stop.
 func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
-	if err := storedGroupName(group); err != nil {
+	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err
 	}
 	s, err := c.js.Stream(ctx, stream)
