@@ -608,9 +608,10 @@ func cgInstance(name string, m *cg.Member) *instance {
 
 func cgStatic(t *testing.T, js jetstream.JetStream, member, name string, r *recorder) (*instance, *cg.Member) {
 	t.Helper()
-	// KeepConsumer: these instances share members with reference ones,
-	// which refuse a consumer that has an inactive threshold (10148).
-	m, err := cg.New(js).JoinStatic(ctxT(t, 10*time.Second), streamName, groupName, member, r.cg(member, name), cg.JoinOptions{InactiveThreshold: cg.KeepConsumer})
+	// ReferenceCompatible: these instances share members with reference
+	// ones, which refuse a consumer that has an inactive threshold or cg's
+	// ownership marks (10148).
+	m, err := cg.New(js).JoinStatic(ctxT(t, 10*time.Second), streamName, groupName, member, r.cg(member, name), cg.JoinOptions{ReferenceCompatible: true})
 	if err != nil {
 		t.Fatalf("cg JoinStatic %s (%s): %v", member, name, err)
 	}
@@ -620,7 +621,9 @@ func cgStatic(t *testing.T, js jetstream.JetStream, member, name string, r *reco
 
 func cgElastic(t *testing.T, js jetstream.JetStream, member, name string, r *recorder) (*instance, *cg.Member) {
 	t.Helper()
-	m, err := cg.New(js).JoinElastic(ctxT(t, 10*time.Second), streamName, groupName, member, r.cg(member, name), cg.JoinOptions{})
+	// ReferenceCompatible: a reference instance of the same member deletes
+	// and recreates a consumer that carries cg's marks.
+	m, err := cg.New(js).JoinElastic(ctxT(t, 10*time.Second), streamName, groupName, member, r.cg(member, name), cg.JoinOptions{ReferenceCompatible: true})
 	if err != nil {
 		t.Fatalf("cg JoinElastic %s (%s): %v", member, name, err)
 	}

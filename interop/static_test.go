@@ -372,9 +372,9 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 					m1Count += int(p.snapshot()[k])
 				}
 			}
-			// --inactive-threshold 0s: the reference takes m1 over next, and
-			// refuses a consumer that has a threshold.
-			r = e.cliRun("static", "consume", streamName, groupName, "m1", "--count", fmt.Sprint(m1Count), "--sleep", "0s", "--json", "--inactive-threshold", "0s")
+			// --reference-compatible: the reference takes m1 over next, and
+			// refuses a consumer that has a threshold or cg's marks.
+			r = e.cliRun("static", "consume", streamName, groupName, "m1", "--count", fmt.Sprint(m1Count), "--sleep", "0s", "--json", "--reference-compatible")
 			if r.Code != 0 {
 				t.Fatalf("static consume: %d %s", r.Code, r.Err)
 			}
@@ -543,15 +543,40 @@ func TestStaticDefaultThresholdAndReference(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "10148") {
 		t.Fatalf("reference with its default config on cg's consumer: want error 10148, got %v", err)
 	}
+	// The threshold alone is not enough: cg's ownership marks are part of
+	// the consumer's configuration too.
 	matching := refConsumerConfig()
 	matching.InactiveThreshold = cg.DefaultInactiveThreshold
-	cc, err := pcgroups.StaticConsume(ctxT(t, 5*time.Second), e.conn(), streamName, groupName, "m1", rec.ref("m1", "ref-2"), matching)
+	_, err = pcgroups.StaticConsume(ctxT(t, 5*time.Second), e.conn(), streamName, groupName, "m1", rec.ref("m1", "ref-2"), matching)
+	if err == nil || !strings.Contains(err.Error(), "10148") {
+		t.Fatalf("reference with the same threshold but no marks on cg's consumer: want error 10148, got %v", err)
+	}
+	// A reference program whose consumer config carries the threshold and
+	// the marks shares the member.
+	matching.Metadata = cg.Marks("static", streamName, groupName, "m1")
+	cc, err := pcgroups.StaticConsume(ctxT(t, 5*time.Second), e.conn(), streamName, groupName, "m1", rec.ref("m1", "ref-3"), matching)
 	if err != nil {
-		t.Fatalf("reference with the same threshold: %v", err)
+		t.Fatalf("reference with the same threshold and marks: %v", err)
 	}
 	t.Cleanup(cc.Stop)
 	eventually(t, 10*time.Second, "cg and reference instances both pulling on m1", func() bool {
 		ci := e.consumerInfo(streamName, consumer)
+		return ci != nil && ci.NumWaiting >= 2
+	})
+	// ReferenceCompatible: cg creates m2's consumer as the reference
+	// would, and a reference instance with its default config joins it.
+	m2, err := cg.New(e.conn()).JoinStatic(ctxT(t, 10*time.Second), streamName, groupName, "m2", rec.cg("m2", "cg-1"), cg.JoinOptions{ReferenceCompatible: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m2.Stop)
+	cc2, err := pcgroups.StaticConsume(ctxT(t, 5*time.Second), e.conn(), streamName, groupName, "m2", rec.ref("m2", "ref-1"), refConsumerConfig())
+	if err != nil {
+		t.Fatalf("reference with its default config on cg's reference-compatible consumer: %v", err)
+	}
+	t.Cleanup(cc2.Stop)
+	eventually(t, 10*time.Second, "cg and reference instances both pulling on m2", func() bool {
+		ci := e.consumerInfo(streamName, cg.StaticConsumerName(groupName, "m2"))
 		return ci != nil && ci.NumWaiting >= 2
 	})
 }

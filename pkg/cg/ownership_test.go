@@ -601,3 +601,43 @@ func TestOwnershipElasticMemberLeavesForeignConsumer(t *testing.T) {
 		t.Errorf("the foreign consumer was changed: %+v", cc)
 	}
 }
+
+// Two clashing static creates at the same moment: exactly one stands.
+func TestOwnershipConcurrentClashingStaticCreates(t *testing.T) {
+	s, c, js := setup(t)
+	ctx := ctxT(t)
+	nc := natstest.Connect(t, s)
+	c2, _ := cg.NewFromConn(nc, "")
+	const rounds = 15
+	deadline := time.Now().Add(60 * time.Second)
+	for r := 0; r < rounds && time.Now().Before(deadline); r++ {
+		a, ab := fmt.Sprintf("a%d", r), fmt.Sprintf("a%d-b", r)
+		var wg sync.WaitGroup
+		var errA, errB error
+		wg.Go(func() {
+			_, errA = c.CreateStatic(ctx, "ORDERS", a, cg.StaticConfig{MaxMembers: 10, Members: []string{"b-m1"}})
+		})
+		wg.Go(func() {
+			_, errB = c2.CreateStatic(ctx, "ORDERS", ab, cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}})
+		})
+		wg.Wait()
+		if (errA == nil) == (errB == nil) {
+			t.Errorf("round %d: %s: %v, %s: %v; want exactly one to stand", r, a, errA, ab, errB)
+		}
+		for _, err := range []error{errA, errB} {
+			if err != nil && !errors.Is(err, cg.ErrNameClash) {
+				t.Errorf("round %d: %v, want a name clash", r, err)
+			}
+		}
+		stored := 0
+		for _, g := range []string{a, ab} {
+			if _, err := c.StaticConfig(ctx, "ORDERS", g); err == nil {
+				stored++
+			}
+		}
+		if stored != 1 {
+			t.Errorf("round %d: %d of the two groups stored, want 1", r, stored)
+		}
+	}
+	_ = js
+}
