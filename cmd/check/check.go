@@ -168,7 +168,11 @@ func args(cmd *cobra.Command, args []string) error {
 		return usage(fmt.Errorf("too many arguments (%d): %s takes [<stream> [<group>]]", len(args), cmd.CommandPath()))
 	}
 	for i, kind := range []string{"stream", "group"}[:len(args)] {
-		if err := cg.ValidateName(kind, args[i]); err != nil {
+		validate := func(name string) error { return cg.ValidateName(kind, name) }
+		if kind == "group" {
+			validate = cg.ValidateStoredGroupName // the reference stores names with '.'
+		}
+		if err := validate(args[i]); err != nil {
 			return usage(err)
 		}
 	}

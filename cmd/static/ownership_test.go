@@ -94,3 +94,23 @@ func TestCLIStaticReferenceDottedNames(t *testing.T) {
 		t.Errorf("create x.y: exit %d, want 2", r.Code)
 	}
 }
+
+func TestCLIStaticCheckDottedGroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	kv, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cg.StaticBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ORDERS.x.y", []byte(`{"max_members":10,"filters":[">"],"members":["m1"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	r := e.run("check", "ORDERS", "x.y")
+	t.Logf("check: exit %d\n%s\n%s", r.Code, r.Out, r.Err)
+	if r.Code == 3 || !strings.Contains(r.Out+r.Err, "x.y") {
+		t.Errorf("check ORDERS x.y: exit %d, %q %q", r.Code, r.Out, r.Err)
+	}
+	if r := e.run("static", "ls", "ORDERS"); r.Code != 0 || !strings.Contains(r.Out, "x.y") {
+		t.Errorf("ls: exit %d %q", r.Code, r.Out)
+	}
+}

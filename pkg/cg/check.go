@@ -152,7 +152,7 @@ func (s CheckScope) validate() error {
 		}
 	}
 	if s.Group != "" {
-		if err := ValidateName("group", s.Group); err != nil {
+		if err := ValidateStoredGroupName(s.Group); err != nil {
 			return err
 		}
 	}
