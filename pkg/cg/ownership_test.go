@@ -641,3 +641,25 @@ func TestOwnershipConcurrentClashingStaticCreates(t *testing.T) {
 	}
 	_ = js
 }
+
+// An elastic group the reference stored with a '.' in its name (its work
+// stream name is one the server cannot have) deletes cleanly.
+func TestOwnershipElasticDottedGroupDeletes(t *testing.T) {
+	c, js, _ := elasticSetup(t, 4)
+	ctx := ctxT(t)
+	kv, err := js.KeyValue(ctx, cg.ElasticBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ORDERS.x.y", []byte(`{"max_members":4,"partitioning_filters":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, js)
+	res, err := c.DeleteElastic(ctx, "ORDERS", "x.y")
+	if err != nil || res.WorkStream != "" {
+		t.Fatalf("delete x.y: %v %+v", err, res)
+	}
+	after := snapshot(t, js)
+	delete(before.keys, cg.ElasticBucket+"/ORDERS.x.y")
+	sameState(t, "delete of x.y touched only its entry", before, after)
+}
