@@ -54,7 +54,8 @@ type CreateOutput struct {
 }
 
 const filterHelp = "partitioning filter filter[:w1,w2,...], repeatable, such as 'orders.*:1' (hash the token at the 1st '*');\n" +
-	"a bare filter hashes all its '*' wildcards, 'orders.>' the whole subject (default: the stream's subjects)"
+	"a bare filter hashes all its '*' wildcards, 'orders.>' the whole subject, '>' alone every subject whole\n" +
+	"(the reference's whole-subject mode, stored with no partitioning filters) (default: the stream's subjects)"
 
 // NewCmdCreate builds `cg elastic create <stream> <group> <max-members>`.
 func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
@@ -68,7 +69,8 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			"partition count, fixed for the group's life. Add members afterwards with 'cg elastic add'.\n\n" +
 			"What is hashed comes from --filter, written filter[:w1,w2,...]: 'orders.*:1' takes orders.<id>\n" +
 			"and hashes the token at the first '*', 'orders.*.*:2,1' hashes the second token then the first,\n" +
-			"'orders.*' hashes every '*', 'orders.>' the whole subject. Without --filter the stream's own\n" +
+			"'orders.*' hashes every '*', 'orders.>' the whole subject; '>' alone is the reference's whole-subject\n" +
+			"mode (stored with no partitioning filters, as the reference stores it). Without --filter the stream's own\n" +
 			"subjects are used, each hashed on all its '*' wildcards, and create prints that choice.\n\n" +
 			"Re-running an identical create succeeds; a different partition count, filter set or buffer cap\n" +
 			"fails: delete and recreate the group. create never prompts.",

@@ -197,7 +197,13 @@ func (c *Client) ensureWorkStream(ctx context.Context, origin *jetstream.StreamI
 	if len(diffs) == 0 {
 		return false, nil, nil
 	}
-	if !repair || !fixable {
+	if !repair {
+		// No stored group refers to it yet (a create that stopped half-way,
+		// or one running now with other settings): never repaired here, or
+		// two racing creates would flip it between their settings.
+		return false, nil, fmt.Errorf("%w: work stream %s, made by cg for elastic group %q on %q, has other settings than asked: %s; create the group with those settings, or remove the stream first", ErrGroupExists, name, group, stream, strings.Join(diffs, ", "))
+	}
+	if !fixable {
 		return false, nil, fmt.Errorf("%w: work stream %s of elastic group %q on %q has drifted: %s; delete and recreate the group", ErrGroupExists, name, group, stream, strings.Join(diffs, ", "))
 	}
 	if err := c.repairWorkStream(ctx, have.Config, want); err != nil {

@@ -663,3 +663,26 @@ func TestOwnershipElasticDottedGroupDeletes(t *testing.T) {
 	delete(before.keys, cg.ElasticBucket+"/ORDERS.x.y")
 	sameState(t, "delete of x.y touched only its entry", before, after)
 }
+
+// A work stream cg made for the group whose entry is gone (a create that
+// stopped half-way) is the group's: an identical create adopts it, one
+// with other settings is refused without changing it.
+func TestOwnershipLeftoverWorkStream(t *testing.T) {
+	c, js, _ := elasticSetup(t, 4)
+	ctx := ctxT(t)
+	kv, err := js.KeyValue(ctx, cg.ElasticBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "ORDERS.g"); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, js)
+	_, err = c.CreateElastic(ctx, "ORDERS", "g", cg.ElasticConfig{MaxMembers: 4, PartitioningFilters: ordersFilter(), MaxBufferedMsgs: 9})
+	wantErrNaming(t, "create with other caps over a leftover", err, cg.ErrGroupExists, "ORDERS-g", "max messages unlimited (want 9)")
+	sameState(t, "refused leftover", before, snapshot(t, js))
+	res, err := c.CreateElastic(ctx, "ORDERS", "g", cg.ElasticConfig{MaxMembers: 4, PartitioningFilters: ordersFilter()})
+	if err != nil || !res.Created {
+		t.Fatalf("identical create over the leftover: %v %+v", err, res)
+	}
+}
