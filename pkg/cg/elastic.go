@@ -616,7 +616,10 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	gi.fillConfig(cfg)
 	ws, err := c.js.Stream(ctx, gi.WorkStream)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) || badServerName(err) {
+		if badServerName(err) {
+			return gi, fmt.Errorf("%w: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; delete it ('cg elastic delete %s %s')", ErrStreamNotFound, group, gi.WorkStream, stream, group)
+		}
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return gi, fmt.Errorf("%w: work stream %s of elastic group %q is missing; delete and recreate the group", ErrStreamNotFound, gi.WorkStream, group)
 		}
 		return gi, err
