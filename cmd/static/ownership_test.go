@@ -114,3 +114,22 @@ func TestCLIStaticCheckDottedGroup(t *testing.T) {
 		t.Errorf("ls: exit %d %q", r.Code, r.Out)
 	}
 }
+
+// A user's consumer with a member's name is never adopted: create refuses.
+func TestCLIStaticUserConsumerNotAdopted(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.js.CreateConsumer(context.Background(), "ORDERS", jetstream.ConsumerConfig{Durable: "g-m1", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	before := inventory(t, e.js)
+	r := e.run("static", "create", "balanced", "ORDERS", "g", "10", "m1", "m2")
+	if r.Code != 1 {
+		t.Fatalf("create over a user's consumer: exit %d (%q), want 1", r.Code, r.Err)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.Err), "\n"); len(lines) != 1 || !strings.Contains(r.Err, "consumer g-m1 on ORDERS exists but was not made by cg") {
+		t.Errorf("create over a user's consumer said %q", r.Err)
+	}
+	if after := inventory(t, e.js); after != before {
+		t.Errorf("a refused create changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
