@@ -101,7 +101,8 @@ Findings, by code (severity):
                                          differ from what the configuration gives
   work-stream-source-error (critical)    elastic: the server cannot source the stream
   partition-unowned (critical)           no member owns some partitions (an elastic
-                                         group with no members)
+                                         group with no members; a warning while
+                                         nothing waits in its work stream)
   partition-unserved (critical)          a member has no live instance and messages wait
                                          on its partitions
   member-no-instance (warning)           a member has no live instance; nothing waits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -121,8 +122,8 @@ func (o *CreateOptions) config(pfs []cg.PartitioningFilter) cg.ElasticConfig {
 		MaxBufferedMsgs: o.MaxBufferedMsgs, MaxBufferedBytes: o.MaxBufferedBytes}
 }
 
-// streamSubjects reads the origin stream's subjects, for the default filters.
-func streamSubjects(ctx context.Context, c *cg.Client, stream string) ([]string, error) {
+// streamInfo reads the origin stream, for the default filters.
+func streamInfo(ctx context.Context, c *cg.Client, stream string) (*jetstream.StreamInfo, error) {
 	s, err := c.JetStream().Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("%w: %q", cg.ErrStreamNotFound, stream)
@@ -130,7 +131,7 @@ func streamSubjects(ctx context.Context, c *cg.Client, stream string) ([]string,
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %q: %w", stream, err)
 	}
-	return s.CachedInfo().Config.Subjects, nil
+	return s.CachedInfo(), nil
 }
 
 func createRun(ctx context.Context, o *CreateOptions) error {
@@ -142,18 +143,29 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	pfs := o.Filters
 	defaulted := len(pfs) == 0
 	if defaulted {
-		subjects, err := streamSubjects(ctx, c, o.Stream)
+		si, err := streamInfo(ctx, c, o.Stream)
 		if err != nil {
 			return err
 		}
-		pfs = cg.DefaultPartitioningFilters(subjects)
+		subjects := si.Config.Subjects
+		// The work stream sources what the stream stores: on a
+		// partition-stamped stream that is not its configured subjects.
+		pfs, err = cg.DefaultElasticFilters(si)
+		if err != nil {
+			return fmt.Errorf("%w; name the partitioning filters with --filter, none overlapping another", err)
+		}
 		if err := o.config(pfs).Validate(); err != nil {
 			return fmt.Errorf("stream %s's subjects %s cannot serve as partitioning filters: %w; name the filters with --filter",
 				o.Stream, strings.Join(subjects, " "), err)
 		}
-		if len(pfs) == 0 {
+		stored := !slices.EqualFunc(pfs, cg.DefaultPartitioningFilters(subjects), func(a, b cg.PartitioningFilter) bool { return a.String() == b.String() })
+		switch {
+		case len(pfs) == 0:
 			fmt.Fprintf(ios.ErrOut, "no --filter given and stream %s lists no subjects: hashing whole subjects (source '>')\n", o.Stream)
-		} else {
+		case stored:
+			fmt.Fprintf(ios.ErrOut, "no --filter given: stream %s stores its subjects %s as %s (its subject transform stamps a partition token), so using the stored form, hashed on the same tokens: --filter %s\n",
+				o.Stream, strings.Join(subjects, " "), strings.Join(filterPatterns(pfs), " "), strings.Join(quoteAll(filterStrings(pfs)), " --filter "))
+		default:
 			fmt.Fprintf(ios.ErrOut, "no --filter given: using stream %s's subjects, hashed on all their '*' wildcards: --filter %s\n",
 				o.Stream, strings.Join(quoteAll(filterStrings(pfs)), " --filter "))
 		}
@@ -201,6 +213,14 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	}
 	fmt.Fprintf(ios.ErrOut, "start members with: cg elastic consume %s %s <member>\n", o.Stream, o.Group)
 	return nil
+}
+
+func filterPatterns(pfs []cg.PartitioningFilter) []string {
+	out := make([]string, len(pfs))
+	for i, pf := range pfs {
+		out[i] = pf.Filter
+	}
+	return out
 }
 
 func filterStrings(pfs []cg.PartitioningFilter) []string {
