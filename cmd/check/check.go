@@ -94,8 +94,10 @@ Findings, by code (severity):
   stream-not-partitioned (critical)      static: the stream lost its {{partition(N,...)}}
                                          subject transform
   stream-partitions-mismatch (critical)  static: the transform's N is not the group's
-  stream-filter-mismatch (critical)      static: a group filter matches nothing the
-                                         transform produces
+  stream-filter-mismatch (critical)      a group filter matches nothing the stream
+                                         stores (static: behind the partition token)
+  stream-subjects-unstamped (critical)   static: the filters select subjects the
+                                         transform stores without a partition token
   work-stream-missing (critical)         elastic: the work stream <stream>-<group> is gone
   work-stream-drift (critical)           elastic: its source, transforms or retention
                                          differ from what the configuration gives

@@ -24,8 +24,8 @@ type CreateOptions struct {
 	F             *factory.Factory
 	Stream, Group string
 	MaxMembers    int
-	// Filters are the parsed --filter values; none means the stream's own
-	// subjects, hashed on all their '*' wildcards.
+	// Filters are the parsed --filter values; none means the subjects the
+	// stream stores (cg.DefaultElasticFilters).
 	Filters          []cg.PartitioningFilter
 	MaxBufferedMsgs  int64
 	MaxBufferedBytes int64
@@ -52,7 +52,7 @@ type CreateOutput struct {
 }
 
 const filterHelp = "partitioning filter filter[:w1,w2,...], repeatable, such as 'orders.*:1' (hash the token at the 1st '*');\n" +
-	"a bare filter hashes all its '*' wildcards, 'orders.>' the whole subject (default: the stream's subjects)"
+	"a bare filter hashes all its '*' wildcards, 'orders.>' the whole subject (default: the subjects the stream stores)"
 
 // NewCmdCreate builds `cg elastic create <stream> <group> <max-members>`.
 func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
@@ -66,8 +66,10 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			"partition count, fixed for the group's life. Add members afterwards with 'cg elastic add'.\n\n" +
 			"What is hashed comes from --filter, written filter[:w1,w2,...]: 'orders.*:1' takes orders.<id>\n" +
 			"and hashes the token at the first '*', 'orders.*.*:2,1' hashes the second token then the first,\n" +
-			"'orders.*' hashes every '*', 'orders.>' the whole subject. Without --filter the stream's own\n" +
-			"subjects are used, each hashed on all its '*' wildcards, and create prints that choice.\n\n" +
+			"'orders.*' hashes every '*', 'orders.>' the whole subject. Filters match the subjects the stream\n" +
+			"stores: on a partition-stamped stream (orders.* stored as <p>.orders.*) that is '*.orders.*:2',\n" +
+			"and a filter that matches nothing stored is refused. Without --filter the stored subjects are\n" +
+			"used, each hashed on the stream subject's own '*' wildcards, and create prints that choice.\n\n" +
 			"Re-running an identical create succeeds; a different partition count, filter set or buffer cap\n" +
 			"fails: delete and recreate the group. create never prompts.",
 		Example: "  cg elastic create ORDERS fulfillment 10\n" +
