@@ -165,7 +165,7 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 		case len(pfs) == 0:
 			fmt.Fprintf(ios.ErrOut, "no --filter given and stream %s lists no subjects: hashing whole subjects (source '>')\n", o.Stream)
 		case stored:
-			fmt.Fprintf(ios.ErrOut, "no --filter given: stream %s stores its subjects %s as %s (its subject transform stamps a partition token), so using the stored form, hashed on the same tokens: --filter %s\n",
+			fmt.Fprintf(ios.ErrOut, "no --filter given: stream %s stores its subjects %s as %s (its subject transform rewrites them), so using the stored form, hashed on the same tokens: --filter %s\n",
 				o.Stream, strings.Join(subjects, " "), strings.Join(filterPatterns(pfs), " "), strings.Join(quoteAll(filterStrings(pfs)), " --filter "))
 		default:
 			fmt.Fprintf(ios.ErrOut, "no --filter given: using stream %s's subjects, hashed on all their '*' wildcards: --filter %s\n",

@@ -42,7 +42,7 @@ func TestCreateWithoutFilterOnStampedStreamDelivers(t *testing.T) {
 	if !out.DefaultFilters || len(pfs) != 1 || pfs[0].String() != "*.shop.*:2" {
 		t.Fatalf("default filters %+v, want the stored form *.shop.*:2", out)
 	}
-	if !strings.Contains(r.Err, "stores its subjects shop.* as *.shop.*") || !strings.Contains(r.Err, "--filter '*.shop.*:2'") {
+	if !strings.Contains(r.Err, "stores its subjects shop.* as *.shop.* (its subject transform rewrites them)") || !strings.Contains(r.Err, "--filter '*.shop.*:2'") {
 		t.Fatalf("create does not say which filters it chose: %q", r.Err)
 	}
 	// Whatever create accepts, check does not call critical.

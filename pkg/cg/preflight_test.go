@@ -194,6 +194,8 @@ func TestStoredSubjectsAgainstServer(t *testing.T) {
 		{[]string{"orders.*", "payments.*"}, "orders.*", "{{partition(3,1)}}.orders.{{wildcard(1)}}", []string{"orders.a", "payments.b"}},
 		{[]string{"q.>"}, "q.*", "{{partition(3,1)}}.q.{{wildcard(1)}}", []string{"q.a", "q.a.b"}},
 		{[]string{"o.>"}, "o.>", "{{partition(5)}}.o.>", []string{"o.a", "o.a.b.c"}},
+		{[]string{"r.*"}, "r.*", "renamed.{{wildcard(1)}}", []string{"r.a"}},
+		{[]string{"s.*.*"}, "s.*.*", "{{partition(3,2)}}.s.{{split(1,-)}}", []string{"s.a-b.c"}},
 	} {
 		name := fmt.Sprintf("T%d", i)
 		cfg := jetstream.StreamConfig{Name: name, Subjects: tc.subjects, SubjectTransform: &jetstream.SubjectTransformConfig{Source: tc.src, Destination: tc.dest}}
@@ -515,5 +517,14 @@ func TestJoinRefusesStoredGroupsThatMissMessages(t *testing.T) {
 		if !found {
 			t.Errorf("%s %s/%s: check found no critical %s with a hint: %+v", tc.kind, tc.stream, tc.group, tc.code, rep.Findings)
 		}
+	}
+}
+
+// A transform that renames without a partition token: the stored form is
+// still what an elastic group must filter on.
+func TestDefaultFiltersThroughARenamingTransform(t *testing.T) {
+	pfs, err := DefaultElasticFilters(streamInfoOf([]string{"orders.*"}, "orders.*", "shop.{{wildcard(1)}}"))
+	if err != nil || len(pfs) != 1 || pfs[0].String() != "shop.*:1" {
+		t.Fatalf("defaults %v %v, want shop.*:1", pfs, err)
 	}
 }
