@@ -94,14 +94,17 @@ Findings, by code (severity):
   stream-not-partitioned (critical)      static: the stream lost its {{partition(N,...)}}
                                          subject transform
   stream-partitions-mismatch (critical)  static: the transform's N is not the group's
-  stream-filter-mismatch (critical)      static: a group filter matches nothing the
-                                         transform produces
+  stream-filter-mismatch (critical)      a group filter matches nothing the stream
+                                         stores (static: behind the partition token)
+  stream-subjects-unstamped (critical)   static: the filters select subjects the
+                                         transform stores without a partition token
   work-stream-missing (critical)         elastic: the work stream <stream>-<group> is gone
   work-stream-drift (critical)           elastic: its source, transforms or retention
                                          differ from what the configuration gives
   work-stream-source-error (critical)    elastic: the server cannot source the stream
   partition-unowned (critical)           no member owns some partitions (an elastic
-                                         group with no members)
+                                         group with no members; a warning while
+                                         nothing waits in its work stream)
   partition-unserved (critical)          a member has no live instance and messages wait
                                          on its partitions
   member-no-instance (warning)           a member has no live instance; nothing waits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,8 +24,8 @@ type CreateOptions struct {
 	F             *factory.Factory
 	Stream, Group string
 	MaxMembers    int
-	// Filters are the parsed --filter values; none means the stream's own
-	// subjects, hashed on all their '*' wildcards.
+	// Filters are the parsed --filter values; none means the subjects the
+	// stream stores (cg.DefaultElasticFilters).
 	Filters          []cg.PartitioningFilter
 	MaxBufferedMsgs  int64
 	MaxBufferedBytes int64
@@ -55,7 +56,7 @@ type CreateOutput struct {
 
 const filterHelp = "partitioning filter filter[:w1,w2,...], repeatable, such as 'orders.*:1' (hash the token at the 1st '*');\n" +
 	"a bare filter hashes all its '*' wildcards, 'orders.>' the whole subject, '>' alone every subject whole\n" +
-	"(the reference's whole-subject mode, stored with no partitioning filters) (default: the stream's subjects)"
+	"(the reference's whole-subject mode, stored with no partitioning filters) (default: the subjects the stream stores)"
 
 // NewCmdCreate builds `cg elastic create <stream> <group> <max-members>`.
 func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
@@ -70,8 +71,10 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			"What is hashed comes from --filter, written filter[:w1,w2,...]: 'orders.*:1' takes orders.<id>\n" +
 			"and hashes the token at the first '*', 'orders.*.*:2,1' hashes the second token then the first,\n" +
 			"'orders.*' hashes every '*', 'orders.>' the whole subject; '>' alone is the reference's whole-subject\n" +
-			"mode (stored with no partitioning filters, as the reference stores it). Without --filter the stream's own\n" +
-			"subjects are used, each hashed on all its '*' wildcards, and create prints that choice.\n\n" +
+			"mode (stored with no partitioning filters, as the reference stores it). Filters match the subjects the stream\n" +
+			"stores: on a partition-stamped stream (orders.* stored as <p>.orders.*) that is '*.orders.*:2',\n" +
+			"and a filter that matches nothing stored is refused. Without --filter the stored subjects are\n" +
+			"used, each hashed on the stream subject's own '*' wildcards, and create prints that choice.\n\n" +
 			"Re-running an identical create succeeds; a different partition count, filter set or buffer cap\n" +
 			"fails: delete and recreate the group. create never prompts.",
 		Example: "  cg elastic create ORDERS fulfillment 10\n" +
@@ -129,8 +132,8 @@ func (o *CreateOptions) config(pfs []cg.PartitioningFilter) cg.ElasticConfig {
 		MaxBufferedMsgs: o.MaxBufferedMsgs, MaxBufferedBytes: o.MaxBufferedBytes}
 }
 
-// streamSubjects reads the origin stream's subjects, for the default filters.
-func streamSubjects(ctx context.Context, c *cg.Client, stream string) ([]string, error) {
+// streamInfo reads the origin stream, for the default filters.
+func streamInfo(ctx context.Context, c *cg.Client, stream string) (*jetstream.StreamInfo, error) {
 	s, err := c.JetStream().Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("%w: %q", cg.ErrStreamNotFound, stream)
@@ -138,7 +141,7 @@ func streamSubjects(ctx context.Context, c *cg.Client, stream string) ([]string,
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %q: %w", stream, err)
 	}
-	return s.CachedInfo().Config.Subjects, nil
+	return s.CachedInfo(), nil
 }
 
 func createRun(ctx context.Context, o *CreateOptions) error {
@@ -150,18 +153,29 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	pfs := o.Filters
 	defaulted := len(pfs) == 0
 	if defaulted {
-		subjects, err := streamSubjects(ctx, c, o.Stream)
+		si, err := streamInfo(ctx, c, o.Stream)
 		if err != nil {
 			return err
 		}
-		pfs = cg.DefaultPartitioningFilters(subjects)
+		subjects := si.Config.Subjects
+		// The work stream sources what the stream stores: on a
+		// partition-stamped stream that is not its configured subjects.
+		pfs, err = cg.DefaultElasticFilters(si)
+		if err != nil {
+			return fmt.Errorf("%w; name the partitioning filters with --filter, none overlapping another", err)
+		}
 		if err := o.config(pfs).Validate(); err != nil {
 			return fmt.Errorf("stream %s's subjects %s cannot serve as partitioning filters: %w; name the filters with --filter",
 				o.Stream, strings.Join(subjects, " "), err)
 		}
-		if len(pfs) == 0 {
+		stored := !slices.EqualFunc(pfs, cg.DefaultPartitioningFilters(subjects), func(a, b cg.PartitioningFilter) bool { return a.String() == b.String() })
+		switch {
+		case len(pfs) == 0:
 			fmt.Fprintf(ios.ErrOut, "no --filter given and stream %s lists no subjects: hashing whole subjects (source '>')\n", o.Stream)
-		} else {
+		case stored:
+			fmt.Fprintf(ios.ErrOut, "no --filter given: stream %s stores its subjects %s as %s (its subject transform rewrites them), so using the stored form, hashed on the same tokens: --filter %s\n",
+				o.Stream, strings.Join(subjects, " "), strings.Join(filterPatterns(pfs), " "), strings.Join(quoteAll(filterStrings(pfs)), " --filter "))
+		default:
 			fmt.Fprintf(ios.ErrOut, "no --filter given: using stream %s's subjects, hashed on all their '*' wildcards: --filter %s\n",
 				o.Stream, strings.Join(quoteAll(filterStrings(pfs)), " --filter "))
 		}
@@ -211,6 +225,14 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	}
 	fmt.Fprintf(ios.ErrOut, "start members with: cg elastic consume %s %s <member>\n", o.Stream, o.Group)
 	return nil
+}
+
+func filterPatterns(pfs []cg.PartitioningFilter) []string {
+	out := make([]string, len(pfs))
+	for i, pf := range pfs {
+		out[i] = pf.Filter
+	}
+	return out
 }
 
 func filterStrings(pfs []cg.PartitioningFilter) []string {

@@ -749,7 +749,7 @@ func TestHelpAndAliases(t *testing.T) {
 		}
 	}
 	r := clitest.Run(t, cmd.Run, env, "elastic", "create", "--help")
-	for _, w := range []string{"filter[:w1,w2,...]", "'orders.*:1'", "--max-buffered-msgs", "the stream's own"} {
+	for _, w := range []string{"filter[:w1,w2,...]", "'orders.*:1'", "--max-buffered-msgs", "the subjects the stream", "'*.orders.*:2'"} {
 		if !has(r.Out, w) {
 			t.Errorf("create --help lacks %q", w)
 		}

@@ -207,7 +207,8 @@ func TestWatchShowsPinEventsAfterStepDown(t *testing.T) {
 // where a member that is not running leaves its partitions unowned.
 func TestWatchElasticAndUsage(t *testing.T) {
 	e := newEnv(t, 2)
-	e.mustRun("elastic", "create", "ORDERS", "g", "4", "--filter", "orders.*:1")
+	// ORDERS is partition-stamped: the work stream sources the stored form.
+	e.mustRun("elastic", "create", "ORDERS", "g", "4", "--filter", "*.orders.*:2")
 	e.mustRun("elastic", "add", "ORDERS", "g", "m1")
 	r := e.mustRun("elastic", "watch", "ORDERS", "g", "--json", "--interval", "50ms", "--count", "2")
 	snaps := snapshots(t, r.Out)

@@ -68,7 +68,7 @@ const (
 	CodeWorkStreamDrift       = "work-stream-drift"        // critical: source, transforms or retention differ from the config
 	CodeWorkStreamSourceError = "work-stream-source-error" // critical: the server reports an error sourcing the origin
 	// Partitions and members.
-	CodePartitionUnowned  = "partition-unowned"  // critical: no member owns the partitions
+	CodePartitionUnowned  = "partition-unowned"  // critical: no member owns the partitions (warning: an elastic group with nothing waiting yet)
 	CodePartitionUnserved = "partition-unserved" // critical: a member without a live instance has messages waiting
 	CodeMemberNoInstance  = "member-no-instance" // warning: a member has no live instance, nothing waits for it
 	// Member consumers.
@@ -416,8 +416,14 @@ func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error)
 			Hint:    fmt.Sprintf("recreate the stream, or remove the group with 'cg %s delete %s %s --force'", t.kind, t.stream, t.group)})
 	}
 	if cfgErr != nil {
+		// A static member stops on a value it cannot use; an elastic one
+		// keeps the last good configuration it had (elastic_member.go).
+		effect := "; members stop on it"
+		if t.kind == "elastic" {
+			effect = "; running members keep the last good configuration they read, and no new instance can start"
+		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeConfigInvalid,
-			Message: sentinelDetail(cfgErr, ErrInvalidConfig) + "; members stop on it",
+			Message: sentinelDetail(cfgErr, ErrInvalidConfig) + effect,
 			Hint:    fmt.Sprintf("delete it with 'cg %s delete %s %s --force' and create the group again", t.kind, t.stream, t.group)})
 	}
 	return st, out, len(out) == 0
@@ -448,6 +454,7 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 					Hint:    fmt.Sprintf("restore the stream's subject transform (now %q -> %q), or recreate the group with filters it produces", pt.Source, pt.Destination)})
 			}
 		}
+		out = append(out, streamSubjectFindings(t, st.info, cfg, out)...)
 		if r.version != nil {
 			if f, bad := versionFinding(*r.version, len(pt.Wildcards) == 0); bad && r.version.AtLeast(MinPinning.Major, MinPinning.Minor) {
 				out = append(out, f)
@@ -479,10 +486,11 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 
 func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 	cfg, cfgErr := decodeElastic(Key(t.stream, t.group), t.raw)
-	_, out, ok := r.groupBasics(ctx, t, cfgErr)
+	origin, out, ok := r.groupBasics(ctx, t, cfgErr)
 	if !ok {
 		return out
 	}
+	out = append(out, streamSubjectFindings(t, origin.info, cfg, out)...)
 	if r.version != nil {
 		if f, bad := versionFinding(*r.version, wholeSubject(cfg)); bad && r.version.AtLeast(MinPinning.Major, MinPinning.Minor) {
 			out = append(out, f)
@@ -575,8 +583,15 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		if t.kind == "static" {
 			hint = fmt.Sprintf("static membership never changes: delete and recreate the group with members ('cg static delete %s %s --force')", t.stream, t.group)
 		}
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionUnowned, Partitions: unowned,
-			Message: what + ": their messages are consumed by no one", Hint: hint})
+		sev, effect := SeverityCritical, ": their messages are consumed by no one"
+		if t.kind == "elastic" && st.info.State.Msgs == 0 {
+			// An elastic group is created with no members, and its work
+			// stream keeps what it sources until they are added: nothing
+			// is lost yet, as with a member that has no instance.
+			sev, effect = SeverityWarning, ": nothing waits for them yet; messages wait in the work stream until members are added"
+		}
+		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
+			Message: what + effect, Hint: hint})
 	}
 	a := cfg.Assignment()
 	consume := func(m string) string {

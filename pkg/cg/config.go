@@ -196,6 +196,9 @@ func (c StaticConfig) ValidateStored() error {
 	if len(c.Members) != 0 && len(c.MemberMappings) != 0 {
 		return invalid("members", "", "a group has either a member list or member mappings, not both")
 	}
+	if err := validateStoredFilters(c.Filters, false); err != nil {
+		return err
+	}
 	return validateMappings(c.MemberMappings, c.MaxMembers)
 }
 

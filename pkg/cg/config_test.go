@@ -122,7 +122,8 @@ func TestConfigValidateStored(t *testing.T) {
 		{"duplicate members", StaticConfig{MaxMembers: 2, Members: []string{"m1", "m1"}}, nil},
 		{"more members than N", StaticConfig{MaxMembers: 1, Members: []string{"m1", "m2"}}, nil},
 		{"no members", StaticConfig{MaxMembers: 1}, nil},
-		{"bad filter", StaticConfig{MaxMembers: 1, Filters: []string{"a..b"}}, nil},
+		// A literal to the server, though cg would not write it.
+		{"wildcard inside a token", StaticConfig{MaxMembers: 1, Filters: []string{"a*.b"}}, nil},
 		{"mapping with no partitions", StaticConfig{MaxMembers: 2, MemberMappings: mapped(t, "m1:0,1", "m2:")}, nil},
 		{"mapping with empty member", StaticConfig{MaxMembers: 2, MemberMappings: mapped(t, ":0,1")}, nil},
 
@@ -136,6 +137,10 @@ func TestConfigValidateStored(t *testing.T) {
 		{"mapped twice", StaticConfig{MaxMembers: 4, MemberMappings: mapped(t, "m1:0,1", "m2:1,2,3")}, []string{"member mapping", `"m2" partition 1`, `already mapped to "m1"`}},
 		{"mapped twice, one member", StaticConfig{MaxMembers: 2, MemberMappings: mapped(t, "m1:0,0,1")}, []string{`"m1" partition 0`, `already mapped to "m1"`}},
 		{"gaps", StaticConfig{MaxMembers: 5, MemberMappings: mapped(t, "m1:0", "m2:3")}, []string{"member_mappings", "partitions 1,2,4 are not mapped", "0 to 4"}},
+		// No member could create its consumer on these: the server would
+		// answer 10052 (a bad subject) or 10138 (overlapping filters).
+		{"bad filter", StaticConfig{MaxMembers: 1, Filters: []string{"a..b"}}, []string{"filter", `"a..b"`, "empty token"}},
+		{"overlapping filters", StaticConfig{MaxMembers: 1, Filters: []string{"a.*", "a.b"}}, []string{"filter", `"a.b"`, "overlaps"}},
 	} {
 		wantValidation(t, "ValidateStored "+c.name, c.cfg.ValidateStored(), c.want)
 		if c.want != nil {

@@ -88,6 +88,9 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	if err != nil {
 		return res, err
 	}
+	if err := elasticPreflight(si, cfg); err != nil {
+		return res, err
+	}
 	v, err := c.ServerVersion()
 	if err != nil {
 		return res, err

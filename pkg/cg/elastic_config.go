@@ -221,6 +221,11 @@ func (c ElasticConfig) ValidateStored() error {
 			return err
 		}
 	}
+	if len(c.PartitioningFilters) > 0 {
+		if err := validateStoredFilters(c.SubjectFilters(), true); err != nil {
+			return err
+		}
+	}
 	if c.MaxBufferedMsgs < 0 {
 		return invalid("max_buffered_msg", strconv.FormatInt(c.MaxBufferedMsgs, 10), "must not be negative (0 is unlimited)")
 	}

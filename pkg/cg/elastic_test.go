@@ -328,6 +328,10 @@ func TestElasticBadConfigKeepsLastGoodAndShapeChangeStops(t *testing.T) {
 		{`{not json`, "not valid JSON"},
 		{`{"max_members":0}`, "max_members 0"},
 		{`{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[7]}]}`, "wildcard index 7"},
+		// Filters no consumer could be made with (server errors 10052 and
+		// 10138): invalid too, not a shape change that stops the member.
+		{`{"max_members":4,"partitioning_filters":[{"filter":"ord ers.*","partitioning_wildcards":[1]}],"members":["m1"]}`, "must not contain white space"},
+		{`{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[1]},{"filter":"orders.>","partitioning_wildcards":[]}],"members":["m1"]}`, "overlap"},
 	} {
 		if _, err := kv.Put(ctx, "ORDERS.g", []byte(bad.value)); err != nil {
 			t.Fatal(err)

@@ -81,6 +81,9 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err != nil {
 		return res, err
 	}
+	if err := staticPreflight(si, cfg, false); err != nil {
+		return res, err
+	}
 	pt, err := StreamPartitioning(si)
 	if err != nil {
 		return res, err
