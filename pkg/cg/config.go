@@ -113,6 +113,9 @@ func (c StaticConfig) Validate() error {
 	if len(c.Members) == 0 && len(c.MemberMappings) == 0 {
 		return invalid("members", "", "at least one member is required")
 	}
+	if err := checkCreateCeiling(c.MaxMembers, len(c.Filters)); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, m := range c.Members {
 		if err := ValidateName("member", m); err != nil {
@@ -177,12 +180,6 @@ func subjectSubset(a, b string) bool {
 	return len(at) == len(bt)
 }
 
-// MaxPartitions bounds max_members. The wire format has no limit, but a
-// member builds per-partition state, so a corrupt value such as 1e11 must
-// be refused rather than allocated; a million partitions is far beyond
-// any useful parallelism.
-const MaxPartitions = 1 << 20
-
 // ValidateStored applies the rules every implementation relies on: the
 // ones the reference enforces on a stored value. A member treats a value
 // failing them as unusable and stops with an error naming the key.
@@ -190,8 +187,8 @@ func (c StaticConfig) ValidateStored() error {
 	if c.MaxMembers < 1 {
 		return invalid("max_members", strconv.Itoa(c.MaxMembers), "must be at least 1")
 	}
-	if c.MaxMembers > MaxPartitions {
-		return invalid("max_members", strconv.Itoa(c.MaxMembers), "is more than cg supports (%d partitions)", MaxPartitions)
+	if c.MaxMembers > maxStoredPartitions {
+		return invalid("max_members", strconv.Itoa(c.MaxMembers), "is more than cg can read (%d partitions)", maxStoredPartitions)
 	}
 	if len(c.Members) != 0 && len(c.MemberMappings) != 0 {
 		return invalid("members", "", "a group has either a member list or member mappings, not both")

@@ -235,6 +235,9 @@ func (c ElasticConfig) Validate() error {
 	if err := c.ValidateStored(); err != nil {
 		return err
 	}
+	if err := checkCreateCeiling(c.MaxMembers, len(c.SubjectFilters())); err != nil {
+		return err
+	}
 	for _, pf := range c.PartitioningFilters {
 		if err := ValidateFilter(pf.Filter); err != nil {
 			return err

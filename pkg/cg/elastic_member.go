@@ -52,6 +52,9 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckJoinElastic(stream, group, member, cfg); err != nil {
+		return nil, err
+	}
 	if _, err := c.js.Stream(ctx, m.cstream); err != nil {
 		return nil, fmt.Errorf("%w: work stream %s of elastic group %q: %v; delete and recreate the group", ErrStreamNotFound, m.cstream, group, err)
 	}

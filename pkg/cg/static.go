@@ -167,6 +167,10 @@ type MemberStatus struct {
 	// it is (see lag.go); nil when unknown: no consumer, and its
 	// partitions' lag was not read.
 	Lag *Lag `json:"lag,omitempty"`
+	// Unusable says why the member can never have a consumer (a name
+	// the server refuses, as a reference-made group may store), "" when
+	// it can.
+	Unusable string `json:"unusable,omitempty"`
 }
 
 // GroupInfo is a group's configuration and the state of its members.
@@ -207,6 +211,7 @@ func memberStatus(member string, partitions []int, filters []string, consumer st
 	if ms.Partitions == nil {
 		ms.Partitions = []int{}
 	}
+	ms.Unusable = ConsumerNameProblem(consumer)
 	if ci == nil {
 		return ms
 	}
@@ -235,6 +240,9 @@ func memberStatus(member string, partitions []int, filters []string, consumer st
 
 // consumerInfo returns nil, nil when the consumer does not exist.
 func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*jetstream.ConsumerInfo, error) {
+	if ConsumerNameProblem(consumer) != "" {
+		return nil, nil // no such consumer can exist; memberStatus says why
+	}
 	cons, err := c.js.Consumer(ctx, stream, consumer)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -262,7 +270,7 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 		return gi, err
 	}
 	gi.fillConfig(cfg)
-	a := cfg.Assignment()
+	l := newLayout(cfg)
 	cis := map[string]*jetstream.ConsumerInfo{}
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
@@ -271,7 +279,7 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 			return gi, err
 		}
 		cis[m] = ci
-		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), name, ci))
+		gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), name, ci))
 	}
 	c.fillLag(ctx, &gi, lagInput{stream: stream, si: si, cis: cis, static: true, group: group, origin: stream}, scope)
 	return gi, nil
