@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -136,11 +137,32 @@ func checkNames(names, args []string) error {
 		switch n {
 		case "stream", "group", "member":
 			if err := cg.ValidateName(n, args[i]); err != nil {
+				if n == "member" && storableMember(args[i]) {
+					// A reference-made group may list such a member
+					// (">" say): it can be shown and stepped down, and
+					// the engine says why it cannot be run.
+					continue
+				}
 				return exitcode.NewUsageError(err)
 			}
 		}
 	}
 	return nil
+}
+
+// storableMember reports whether a member name that cg would not create
+// may still be stored by another implementation and is worth looking up:
+// anything printable and without white space.
+func storableMember(name string) bool {
+	if name == "" || len(name) > 255 {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Wrap words an engine error for people, as the shared verbs do: what

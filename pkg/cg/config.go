@@ -58,6 +58,8 @@ func ValidateName(kind, name string) error {
 	inKey := kind == "stream" || kind == "group"
 	for _, r := range name {
 		switch {
+		case kind == "member" && strings.ContainsRune(".*>/\\", r):
+			return invalid(kind+" name", strconv.Quote(name), "%s", memberNameReason(r))
 		case r == '.':
 			return invalid(kind+" name", strconv.Quote(name), "must not contain '.' (it separates stream and group in the KV key)")
 		case r == '*' || r == '>':

@@ -194,6 +194,13 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 			job.from = max(seq, start)
 		}
 		pl := PartitionLag{Partition: p, Owner: owner, FromSeq: job.from}
+		if in.si.State.Msgs == 0 || job.from > in.si.State.LastSeq {
+			// Nothing stored from there on: nothing to ask (an empty or
+			// drained stream of many partitions costs no request each).
+			pl.Known = true
+			gi.PartitionLag = append(gi.PartitionLag, pl)
+			continue
+		}
 		if ci := in.cis[owner]; consumerHasIt && ci.NumPending == 0 && ci.NumAckPending == 0 {
 			// A caught-up owner has nothing pending on any of its
 			// partitions: no need to ask (the common, healthy case). Not

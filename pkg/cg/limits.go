@@ -70,13 +70,13 @@ func ConsumerNameProblem(name string) string {
 // configuration has been read, before anything is sent to the server.
 func checkJoinable(kind, stream, group, member, consumer string, cfg GroupConfig) error {
 	if p := ConsumerNameProblem(consumer); p != "" {
-		return fmt.Errorf("%w: member %q of %s group %q on %q cannot run: %s; the group can still be shown and deleted, and its other members run", ErrInvalidConfig, member, kind, group, stream, p)
+		return described{fmt.Sprintf("member %q of %s group %q on %q cannot run: %s; the group can still be shown and deleted, and its other members run", member, kind, group, stream, p), ErrInvalidConfig}
 	}
 	if n := cfg.PartitionCount(); n > MaxPartitions {
-		return fmt.Errorf("%w: %s group %q on %q has %d partitions, above cg's ceiling of %d: its member consumers would take the server minutes to create and stall JetStream; recreate the group with at most %d partitions", ErrTooManyPartitions, kind, group, stream, n, MaxPartitions, MaxPartitions)
+		return described{fmt.Sprintf("%s group %q on %q has %d partitions, above cg's ceiling of %d: its member consumers would take the server minutes to create and stall JetStream; recreate the group with at most %d partitions", kind, group, stream, n, MaxPartitions, MaxPartitions), ErrTooManyPartitions}
 	}
 	if f := len(cfg.MemberFilters(member)); f > MaxPartitions {
-		return fmt.Errorf("%w: member %q of %s group %q on %q would need a consumer with %d filter subjects, above cg's ceiling of %d: the server would take minutes to create it; recreate the group with fewer partitions or filters", ErrTooManyPartitions, member, kind, group, stream, f, MaxPartitions)
+		return described{fmt.Sprintf("member %q of %s group %q on %q would need a consumer with %d filter subjects, above cg's ceiling of %d: the server would take minutes to create it; recreate the group with fewer partitions or filters", member, kind, group, stream, f, MaxPartitions), ErrTooManyPartitions}
 	}
 	return nil
 }
@@ -158,4 +158,27 @@ func byPartition(fs []string) map[int][]string {
 		}
 	}
 	return out
+}
+
+// notPinned tells whether a step-down of ms has nothing to release, and why.
+func notPinned(ms MemberStatus) (bool, string) {
+	switch {
+	case ms.Unusable != "":
+		return true, ms.Unusable
+	case !ms.ConsumerExists:
+		return true, fmt.Sprintf("member %q has no consumer %s: no instance is running", ms.Member, ms.Consumer)
+	case !ms.Pinned:
+		return true, fmt.Sprintf("member %q has no pinned instance", ms.Member)
+	}
+	return false, ""
+}
+
+// memberNameReason says why a member name may not hold r: the member's
+// consumer would carry it, and the server refuses such consumer names.
+func memberNameReason(r rune) string {
+	what := fmt.Sprintf("%q", r)
+	if r == '*' || r == '>' {
+		what = "the wildcards '*' or '>'"
+	}
+	return "must not contain " + what + ": the server refuses it in a consumer name, so no instance of such a member could run"
 }

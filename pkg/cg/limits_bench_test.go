@@ -3,9 +3,9 @@ package cg_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,12 +92,13 @@ func bigElastic(tb testing.TB, js jetstream.JetStream, stream, group string, n i
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	si, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"orders.*"}})
+	subj := strings.ToLower(stream) + ".*"
+	si, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subj}})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cfg := cg.ElasticConfig{MaxMembers: n, Members: []string{"m1", "m2", "m3", "m4"},
-		PartitioningFilters: []cg.PartitioningFilter{{Filter: "orders.*", PartitioningWildcards: []int{1}}}}
+		PartitioningFilters: []cg.PartitioningFilter{{Filter: subj, PartitioningWildcards: []int{1}}}}
 	raw, _ := json.Marshal(cfg)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cg.ElasticBucket})
 	if err != nil {
@@ -114,7 +115,25 @@ func bigElastic(tb testing.TB, js jetstream.JetStream, stream, group string, n i
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Messages on many keys, so info has partitions to read.
+	for i := range bigMsgs {
+		if _, err := js.PublishAsync(strings.TrimSuffix(subj, "*")+"k"+strconv.Itoa(i), nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		tb.Fatal("publish did not complete")
+	}
+	natstest.Eventually(tb, 30*time.Second, "work stream sourced the messages", func() bool {
+		ws, err := js.Stream(ctx, cg.WorkStreamName(stream, group))
+		return err == nil && ws.CachedInfo().State.Msgs == bigMsgs
+	})
 }
+
+// bigMsgs is how many messages bigElastic publishes.
+const bigMsgs = 2000
 
 // BenchmarkInfoPartitions is ElasticInfo on groups of 1000, 4000 and
 // 16000 partitions (above cg's create ceiling, as the reference can store
@@ -140,5 +159,3 @@ func BenchmarkInfoPartitions(b *testing.B) {
 		})
 	}
 }
-
-var _ = fmt.Sprint

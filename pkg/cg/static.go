@@ -282,7 +282,7 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 		gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), name, ci))
 	}
 	c.fillLag(ctx, &gi, lagInput{stream: stream, si: si, cis: cis, static: true, group: group, origin: stream}, scope)
-	return gi, nil
+	return gi, ctx.Err() // a cancelled info is cut short, not complete
 }
 
 // StaticMemberInfo returns one member's state, with its lag.
@@ -308,6 +308,12 @@ type StepDownResult struct {
 	Member    string `json:"member"`
 	Consumer  string `json:"consumer"`
 	PrevPinID string `json:"previous_pin_id"`
+	// NothingPinned: no instance was pinned (none runs, or the member has
+	// no consumer yet), so there was nothing to release. The wanted state
+	// holds; it is not an error, so stepping down twice succeeds.
+	NothingPinned bool `json:"nothing_pinned,omitempty"`
+	// Why says, when NothingPinned, why no instance was pinned.
+	Why string `json:"why,omitempty"`
 }
 
 // StaticStepDown unpins the member's pinned instance so the server pins
@@ -322,11 +328,9 @@ func (c *Client) StaticStepDown(ctx context.Context, stream, group, member strin
 
 func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
 	res := StepDownResult{Member: ms.Member, Consumer: ms.Consumer, PrevPinID: ms.PinID}
-	if !ms.ConsumerExists {
-		return res, fmt.Errorf("%w: member %q has no consumer %q yet; start an instance with consume first", ErrNoConsumer, ms.Member, ms.Consumer)
-	}
-	if !ms.Pinned {
-		return res, fmt.Errorf("%w: member %q has no pinned instance to step down", ErrNotPinned, ms.Member)
+	if nothing, why := notPinned(ms); nothing {
+		res.NothingPinned, res.Why = true, why
+		return res, nil
 	}
 	s, err := c.js.Stream(ctx, stream)
 	if err != nil {
