@@ -109,14 +109,14 @@ func ValidateFilter(f string) error {
 // is used before anything is created; ValidateStored is the more tolerant
 // check applied to values read from the server.
 func (c StaticConfig) Validate() error {
+	if err := checkCreateCeiling(c.MaxMembers, len(c.Filters)); err != nil {
+		return err
+	}
 	if err := c.ValidateStored(); err != nil {
 		return err
 	}
 	if len(c.Members) == 0 && len(c.MemberMappings) == 0 {
 		return invalid("members", "", "at least one member is required")
-	}
-	if err := checkCreateCeiling(c.MaxMembers, len(c.Filters)); err != nil {
-		return err
 	}
 	seen := map[string]bool{}
 	for _, m := range c.Members {

@@ -232,10 +232,10 @@ func (c ElasticConfig) ValidateStored() error {
 
 // Validate checks an elastic configuration as strictly as cg writes one.
 func (c ElasticConfig) Validate() error {
-	if err := c.ValidateStored(); err != nil {
+	if err := checkCreateCeiling(c.MaxMembers, len(c.SubjectFilters())); err != nil {
 		return err
 	}
-	if err := checkCreateCeiling(c.MaxMembers, len(c.SubjectFilters())); err != nil {
+	if err := c.ValidateStored(); err != nil {
 		return err
 	}
 	for _, pf := range c.PartitioningFilters {
