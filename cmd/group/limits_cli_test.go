@@ -184,3 +184,37 @@ func TestCLIStepDownNothingPinned(t *testing.T) {
 		}
 	}
 }
+
+// An interrupted info on a very large stored group returns promptly (it
+// took minutes of CPU and ignored SIGTERM at 100,000 partitions).
+func TestCLIInfoInterruptedPromptly(t *testing.T) {
+	e := newEnv(t, 10)
+	e.stream("HUGE", "huge", 0)
+	cfg := cg.ElasticConfig{MaxMembers: 100000, Members: []string{"m1", "m2"},
+		PartitioningFilters: []cg.PartitioningFilter{{Filter: "huge.*", PartitioningWildcards: []int{1}}}}
+	e.putRef(cg.ElasticBucket, "HUGE", "g", cfg)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: cg.WorkStreamName("HUGE", "g"), Retention: jetstream.WorkQueuePolicy,
+		AllowDirect: true, Sources: []*jetstream.StreamSource{{Name: "HUGE", SubjectTransforms: cg.ElasticTransforms(cfg)}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := e.js.Publish(ctx, fmt.Sprintf("huge.k%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.Eventually(t, 20*time.Second, "work stream sourced", func() bool {
+		ws, err := e.js.Stream(ctx, cg.WorkStreamName("HUGE", "g"))
+		return err == nil && ws.CachedInfo().State.Msgs == 200
+	})
+	ictx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // as SIGINT cancels the root's context
+	defer cancel()
+	start := time.Now()
+	r := clitest.RunCtx(ictx, cmd.Run, e.env, "elastic", "info", "HUGE", "g")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("info ran %v after its context ended (exit %d)", took, r.Code)
+	}
+	if r.Code != 1 || !strings.Contains(r.Err, "context deadline exceeded") {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Err)
+	}
+}
