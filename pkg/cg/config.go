@@ -109,7 +109,7 @@ func ValidateFilter(f string) error {
 // is used before anything is created; ValidateStored is the more tolerant
 // check applied to values read from the server.
 func (c StaticConfig) Validate() error {
-	if err := checkCreateCeiling(c.MaxMembers, len(c.Filters)); err != nil {
+	if err := checkStaticCeiling(c); err != nil {
 		return err
 	}
 	if err := c.ValidateStored(); err != nil {

@@ -49,6 +49,30 @@ func checkCreateCeiling(n, f int) error {
 	return nil
 }
 
+// checkStaticCeiling is checkCreateCeiling for a static group, whose
+// membership never changes: what counts is the largest member's share.
+func checkStaticCeiling(c StaticConfig) error {
+	if err := checkCreateCeiling(c.MaxMembers, 1); err != nil || c.MaxMembers < 1 {
+		return err
+	}
+	f := max(len(c.Filters), 1)
+	if c.MaxMembers*f <= MaxPartitions {
+		return nil
+	}
+	most := 0
+	for _, ps := range newLayout(c).parts {
+		most = max(most, len(ps))
+	}
+	for _, mm := range c.MemberMappings {
+		most = max(most, len(mm.Partitions))
+	}
+	if most*f > MaxPartitions {
+		return &ValidationError{Field: "max-members", Value: strconv.Itoa(c.MaxMembers), Reason: fmt.Sprintf(
+			"gives a member %d partitions times %d filters, %d filter subjects, above cg's ceiling of %d (the server creates a consumer in time quadratic in its filter subjects); use fewer partitions or filters, or more members", most, f, most*f, MaxPartitions)}
+	}
+	return nil
+}
+
 // ConsumerNameProblem says why the server can hold no consumer named
 // name, or "" when it can. A reference-made group may list a member such
 // as ">" (its README's positional filter taken as a member).

@@ -105,6 +105,11 @@ func TestCreateRefusesAboveCeiling(t *testing.T) {
 	if _, err := js.Stream(ctx, cg.WorkStreamName("BIG", "g")); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("work stream made by a refused create: %v", err)
 	}
+	// A static member's share is what counts: two members of 4096
+	// partitions with two filters hold 4096 filter subjects each.
+	if _, err := c.CreateStatic(ctx, "MAX", "two", cg.StaticConfig{MaxMembers: cg.MaxPartitions, Filters: []string{"max.a", "max.b"}, Members: []string{"m1", "m2"}}); err != nil {
+		t.Errorf("static, two members, two filters: %v", err)
+	}
 	// The ceiling itself is allowed.
 	if _, err := c.CreateElastic(ctx, "MAX", "e", cg.ElasticConfig{MaxMembers: cg.MaxPartitions, PartitioningFilters: []cg.PartitioningFilter{{Filter: "max.*", PartitioningWildcards: []int{1}}}}); err != nil {
 		t.Errorf("elastic at the ceiling: %v", err)
