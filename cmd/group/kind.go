@@ -95,7 +95,7 @@ func AddCommands(parent *cobra.Command, f *factory.Factory, k Kind) {
 func Args(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == len(names) {
-			return checkNames(names, args)
+			return checkNames(cmd, names, args)
 		}
 		want := "<" + strings.Join(names, "> <") + ">"
 		if len(args) < len(names) {
@@ -119,7 +119,7 @@ func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
 		if len(args) < len(names) {
 			return exitcode.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
 		}
-		if err := checkNames(names, args[:len(names)]); err != nil {
+		if err := checkNames(cmd, names, args[:len(names)]); err != nil {
 			return err
 		}
 		extra := args[len(names):]
@@ -127,20 +127,22 @@ func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
 		for i := range kinds {
 			kinds[i] = rest
 		}
-		return checkNames(kinds, extra)
+		return checkNames(cmd, kinds, extra)
 	}
 }
 
 // checkNames validates stream, group and member names before any dial.
-func checkNames(names, args []string) error {
+func checkNames(cmd *cobra.Command, names, args []string) error {
+	// Verbs that only look at a member may name one cg would not create.
+	lenient := cmd.Name() == "member-info" || cmd.Name() == "step-down"
 	for i, n := range names {
 		switch n {
 		case "stream", "group", "member":
 			if err := cg.ValidateName(n, args[i]); err != nil {
-				if n == "member" && storableMember(args[i]) {
+				if n == "member" && lenient && storableMember(args[i]) {
 					// A reference-made group may list such a member
-					// (">" say): it can be shown and stepped down, and
-					// the engine says why it cannot be run.
+					// (">" say): it can be shown and stepped down; consume
+					// refuses it here, saying why it cannot run.
 					continue
 				}
 				return exitcode.NewUsageError(err)
