@@ -117,6 +117,9 @@ func TestCLIMemberNamedGreaterThan(t *testing.T) {
 	if r := e.run("static", "info", "ORDERS", "cg"); r.Code != 0 || !strings.Contains(r.Out, "impossible") {
 		t.Fatalf("info: exit %d, out %q, err %q", r.Code, r.Out, r.Err)
 	}
+	if r := e.run("static", "watch", "ORDERS", "cg", "--count", "1", "--json"); r.Code != 0 || !strings.Contains(r.Out, "can never run") {
+		t.Fatalf("watch: exit %d, out %.300q, err %q", r.Code, r.Out, r.Err)
+	}
 	var ms cg.MemberStatus
 	if r := e.run("static", "member-info", "ORDERS", "cg", ">", "--json"); r.Code != 0 || json.Unmarshal([]byte(r.Out), &ms) != nil || ms.Unusable == "" {
 		t.Fatalf("member-info: exit %d, out %q, err %q", r.Code, r.Out, r.Err)
