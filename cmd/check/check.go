@@ -115,6 +115,12 @@ Findings, by code (severity):
                                          group PCG
   consumer-leftover (warning)            a consumer named like the group's belongs to
                                          no member
+  partition-ceiling (critical)           more partitions, or filter subjects on one
+                                         member, than cg's ceiling of 4096: cg starts
+                                         none of them
+  member-unusable (critical)             a member's consumer name is one the server
+                                         refuses (such as ">"): its partitions are
+                                         consumed by no one
   check-failed (unknown)                 a request failed: part of a group went unchecked
 
 A live instance is one pulling from its member consumer or holding its pin.

@@ -177,6 +177,10 @@ func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
 // is running, not that none ever ran.
 func status(cs *render.ColorScheme, ms cg.MemberStatus, elastic bool) string {
 	switch {
+	case ms.Unusable != "":
+		// A reference-made group may name a member the server cannot
+		// hold a consumer for (such as ">"): it can never run.
+		return cs.Red("impossible: the server refuses its consumer name")
 	case !ms.ConsumerExists && elastic:
 		return cs.Yellow("not running")
 	case !ms.ConsumerExists:

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -94,7 +95,7 @@ func AddCommands(parent *cobra.Command, f *factory.Factory, k Kind) {
 func Args(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == len(names) {
-			return checkNames(names, args)
+			return checkNames(cmd, names, args)
 		}
 		want := "<" + strings.Join(names, "> <") + ">"
 		if len(args) < len(names) {
@@ -118,7 +119,7 @@ func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
 		if len(args) < len(names) {
 			return exitcode.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
 		}
-		if err := checkNames(names, args[:len(names)]); err != nil {
+		if err := checkNames(cmd, names, args[:len(names)]); err != nil {
 			return err
 		}
 		extra := args[len(names):]
@@ -126,12 +127,14 @@ func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
 		for i := range kinds {
 			kinds[i] = rest
 		}
-		return checkNames(kinds, extra)
+		return checkNames(cmd, kinds, extra)
 	}
 }
 
 // checkNames validates stream, group and member names before any dial.
-func checkNames(names, args []string) error {
+func checkNames(cmd *cobra.Command, names, args []string) error {
+	// Verbs that only look at a member may name one cg would not create.
+	lenient := cmd.Name() == "member-info" || cmd.Name() == "step-down"
 	for i, n := range names {
 		switch n {
 		case "group":
@@ -142,11 +145,32 @@ func checkNames(names, args []string) error {
 			}
 		case "stream", "member":
 			if err := cg.ValidateName(n, args[i]); err != nil {
+				if n == "member" && lenient && storableMember(args[i]) {
+					// A reference-made group may list such a member
+					// (">" say): it can be shown and stepped down; consume
+					// refuses it here, saying why it cannot run.
+					continue
+				}
 				return exitcode.NewUsageError(err)
 			}
 		}
 	}
 	return nil
+}
+
+// storableMember reports whether a member name that cg would not create
+// may still be stored by another implementation and is worth looking up:
+// anything printable and without white space.
+func storableMember(name string) bool {
+	if name == "" || len(name) > 255 {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Wrap words an engine error for people, as the shared verbs do: what

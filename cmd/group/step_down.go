@@ -50,6 +50,11 @@ func stepDownRun(ctx context.Context, o *StepDownOptions) error {
 		return render.JSON(ios.Out, res)
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
+	if res.NothingPinned {
+		// Nothing to release is the state a step-down asks for: success.
+		fmt.Fprintf(ios.ErrOut, "%s: nothing to step down: %s\n", cs.Member(res.Member), res.Why)
+		return nil
+	}
 	fmt.Fprintf(ios.ErrOut, "%s: unpinned instance %s of consumer %s; the server pins a standby (or the same instance, if it is alone) on its next pull\n",
 		cs.Member(res.Member), shortPin(res.PrevPinID), res.Consumer)
 	return nil

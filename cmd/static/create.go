@@ -79,6 +79,9 @@ func newCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 		if err := checkFilters(filters); err != nil {
 			return err
 		}
+		if err := positionalFilter(args[3:]); err != nil {
+			return err
+		}
 		opts.Stream, opts.Group = args[0], args[1]
 		opts.Config = cg.StaticConfig{MaxMembers: n, Filters: filters}
 		if err := membership(&opts.Config, args[3:]); err != nil {
@@ -130,6 +133,22 @@ func NewCmdCreateMapped(f *factory.Factory, runF func(context.Context, *CreateOp
 		}
 		return nil
 	})
+}
+
+// positionalFilter refuses a subject filter given where a member goes, as
+// the reference's CLI takes it (`create balanced S g 10 '>' m1 m2`); the
+// reference would store '>' as a member whose consumer cannot exist.
+func positionalFilter(args []string) error {
+	for _, a := range args {
+		if !strings.ContainsAny(a, "*>.") || strings.Contains(a, ":") || cg.ValidateFilter(a) != nil {
+			continue
+		}
+		if cg.ValidateName("member", a) == nil {
+			continue
+		}
+		return exitcode.UsageErrorf("%q is not a member name (member names may not contain '.', '*' or '>'); it looks like a subject filter: did you mean --filter '%s'?", a, a)
+	}
+	return nil
 }
 
 func validateIdentity(stream, grp string) error {

@@ -203,6 +203,9 @@ func (c *Client) Check(ctx context.Context, scope CheckScope) (CheckReport, erro
 		}
 	}
 	for _, t := range targets {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
 		var fs []Finding
 		if t.kind == "static" {
 			fs = r.checkStatic(ctx, t)
@@ -230,8 +233,8 @@ func versionFinding(v Version, wholeSubject bool) (Finding, bool) {
 	}
 	if wholeSubject && !v.AtLeast(MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor) {
 		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
-			Message: fmt.Sprintf("nats-server %s is older than %d.%d: its {{partition(N)}} without token indexes does not hash the whole subject, as this group needs", v, MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor),
-			Hint:    fmt.Sprintf("upgrade the server to %d.%d or later, or recreate the group naming the wildcards to hash", MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor)}, true
+			Message: wholeSubjectMessage(v),
+			Hint:    wholeSubjectHint(v)}, true
 	}
 	return Finding{}, false
 }
@@ -593,14 +596,18 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
 			Message: what + effect, Hint: hint})
 	}
-	a := cfg.Assignment()
+	out = append(out, limitFindings(t, cfg)...)
+	l := newLayout(cfg)
 	consume := func(m string) string {
 		return fmt.Sprintf("start an instance: cg %s consume %s %s %s", t.kind, t.stream, t.group, m)
 	}
 	for _, m := range cfg.MemberNames() {
 		name := consumerName(m)
-		parts := a.MemberPartitions(m)
-		want := cfg.MemberFilters(m)
+		if ConsumerNameProblem(name) != "" {
+			continue // limitFindings reported it; no consumer can exist
+		}
+		parts := l.parts[m]
+		want := l.memberFilters(cfg, m)
 		ci := cons[name]
 		base := Finding{Member: m, Consumer: name}
 		if ci != nil {

@@ -58,6 +58,8 @@ func ValidateName(kind, name string) error {
 	inKey := kind == "stream" || kind == "group"
 	for _, r := range name {
 		switch {
+		case kind == "member" && strings.ContainsRune(".*>/\\", r):
+			return invalid(kind+" name", strconv.Quote(name), "%s", memberNameReason(r))
 		case r == '.':
 			return invalid(kind+" name", strconv.Quote(name), "must not contain '.' (it separates stream and group in the KV key)")
 		case r == '*' || r == '>':
@@ -107,6 +109,9 @@ func ValidateFilter(f string) error {
 // is used before anything is created; ValidateStored is the more tolerant
 // check applied to values read from the server.
 func (c StaticConfig) Validate() error {
+	if err := checkStaticCeiling(c); err != nil {
+		return err
+	}
 	if err := c.ValidateStored(); err != nil {
 		return err
 	}
@@ -177,12 +182,6 @@ func subjectSubset(a, b string) bool {
 	return len(at) == len(bt)
 }
 
-// MaxPartitions bounds max_members. The wire format has no limit, but a
-// member builds per-partition state, so a corrupt value such as 1e11 must
-// be refused rather than allocated; a million partitions is far beyond
-// any useful parallelism.
-const MaxPartitions = 1 << 20
-
 // ValidateStored applies the rules every implementation relies on: the
 // ones the reference enforces on a stored value. A member treats a value
 // failing them as unusable and stops with an error naming the key.
@@ -190,8 +189,8 @@ func (c StaticConfig) ValidateStored() error {
 	if c.MaxMembers < 1 {
 		return invalid("max_members", strconv.Itoa(c.MaxMembers), "must be at least 1")
 	}
-	if c.MaxMembers > MaxPartitions {
-		return invalid("max_members", strconv.Itoa(c.MaxMembers), "is more than cg supports (%d partitions)", MaxPartitions)
+	if c.MaxMembers > maxStoredPartitions {
+		return invalid("max_members", strconv.Itoa(c.MaxMembers), "is more than cg can read (%d partitions)", maxStoredPartitions)
 	}
 	if len(c.Members) != 0 && len(c.MemberMappings) != 0 {
 		return invalid("members", "", "a group has either a member list or member mappings, not both")

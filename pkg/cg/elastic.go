@@ -632,7 +632,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		lag := wsi.Sources[0].Lag
 		gi.SourcingLag = &lag
 	}
-	a := cfg.Assignment()
+	l := newLayout(cfg)
 	cis := map[string]*jetstream.ConsumerInfo{}
 	for _, m := range cfg.MemberNames() {
 		ci, err := c.consumerInfo(ctx, gi.WorkStream, m)
@@ -640,7 +640,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 			return gi, err
 		}
 		cis[m] = ci
-		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), m, ci))
+		gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), m, ci))
 	}
 	c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, cis: cis}, scope)
 	gi.Backlog = make([]uint64, cfg.MaxMembers)

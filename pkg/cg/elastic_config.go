@@ -237,6 +237,9 @@ func (c ElasticConfig) ValidateStored() error {
 
 // Validate checks an elastic configuration as strictly as cg writes one.
 func (c ElasticConfig) Validate() error {
+	if err := checkCreateCeiling(c.MaxMembers, len(c.SubjectFilters())); err != nil {
+		return err
+	}
 	if err := c.ValidateStored(); err != nil {
 		return err
 	}

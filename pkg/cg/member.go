@@ -276,6 +276,9 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if !cfg.IsMember(member) {
 		return nil, fmt.Errorf("%w: %q is not a member of static group %q (members: %v); static membership is fixed at creation", ErrMemberNotFound, member, group, cfg.MemberNames())
 	}
+	if err := CheckJoinStatic(stream, group, member, cfg); err != nil {
+		return nil, err
+	}
 	if err := c.joinStaticPreflight(ctx, stream, cfg); err != nil {
 		return nil, err
 	}

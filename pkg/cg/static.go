@@ -175,6 +175,10 @@ type MemberStatus struct {
 	// it is (see lag.go); nil when unknown: no consumer, and its
 	// partitions' lag was not read.
 	Lag *Lag `json:"lag,omitempty"`
+	// Unusable says why the member can never have a consumer (a name
+	// the server refuses, as a reference-made group may store), "" when
+	// it can.
+	Unusable string `json:"unusable,omitempty"`
 }
 
 // GroupInfo is a group's configuration and the state of its members.
@@ -215,6 +219,7 @@ func memberStatus(member string, partitions []int, filters []string, consumer st
 	if ms.Partitions == nil {
 		ms.Partitions = []int{}
 	}
+	ms.Unusable = ConsumerNameProblem(consumer)
 	if ci == nil {
 		return ms
 	}
@@ -243,6 +248,9 @@ func memberStatus(member string, partitions []int, filters []string, consumer st
 
 // consumerInfo returns nil, nil when the consumer does not exist.
 func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*jetstream.ConsumerInfo, error) {
+	if ConsumerNameProblem(consumer) != "" {
+		return nil, nil // no such consumer can exist; memberStatus says why
+	}
 	cons, err := c.js.Consumer(ctx, stream, consumer)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || badServerName(err) {
@@ -270,7 +278,7 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 		return gi, err
 	}
 	gi.fillConfig(cfg)
-	a := cfg.Assignment()
+	l := newLayout(cfg)
 	cis := map[string]*jetstream.ConsumerInfo{}
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
@@ -279,10 +287,10 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 			return gi, err
 		}
 		cis[m] = ci
-		gi.Members = append(gi.Members, memberStatus(m, a.MemberPartitions(m), cfg.MemberFilters(m), name, ci))
+		gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), name, ci))
 	}
 	c.fillLag(ctx, &gi, lagInput{stream: stream, si: si, cis: cis, static: true, group: group, origin: stream}, scope)
-	return gi, nil
+	return gi, ctx.Err() // a cancelled info is cut short, not complete
 }
 
 // StaticMemberInfo returns one member's state, with its lag.
@@ -308,6 +316,12 @@ type StepDownResult struct {
 	Member    string `json:"member"`
 	Consumer  string `json:"consumer"`
 	PrevPinID string `json:"previous_pin_id"`
+	// NothingPinned: no instance was pinned (none runs, or the member has
+	// no consumer yet), so there was nothing to release. The wanted state
+	// holds; it is not an error, so stepping down twice succeeds.
+	NothingPinned bool `json:"nothing_pinned,omitempty"`
+	// Why says, when NothingPinned, why no instance was pinned.
+	Why string `json:"why,omitempty"`
 }
 
 // StaticStepDown unpins the member's pinned instance so the server pins
@@ -322,11 +336,9 @@ func (c *Client) StaticStepDown(ctx context.Context, stream, group, member strin
 
 func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
 	res := StepDownResult{Member: ms.Member, Consumer: ms.Consumer, PrevPinID: ms.PinID}
-	if !ms.ConsumerExists {
-		return res, fmt.Errorf("%w: member %q has no consumer %q yet; start an instance with consume first", ErrNoConsumer, ms.Member, ms.Consumer)
-	}
-	if !ms.Pinned {
-		return res, fmt.Errorf("%w: member %q has no pinned instance to step down", ErrNotPinned, ms.Member)
+	if nothing, why := notPinned(ms); nothing {
+		res.NothingPinned, res.Why = true, why
+		return res, nil
 	}
 	s, err := c.js.Stream(ctx, stream)
 	if err != nil {

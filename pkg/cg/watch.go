@@ -281,6 +281,8 @@ func (s *Sampler) status(pl PartitionLag, ms *MemberStatus) (PartitionStatus, st
 		return StatusUnknown, "its lag could not be read"
 	case pl.Owner == "" || ms == nil:
 		return StatusUnowned, "no member owns it"
+	case ms.Unusable != "":
+		return StatusUnowned, "owner " + pl.Owner + " can never run: " + ms.Unusable
 	case !ms.ConsumerExists:
 		return StatusUnowned, "owner " + pl.Owner + " has no consumer: no instance is running"
 	case !memberLive(*ms):

@@ -1,0 +1,62 @@
+package cg
+
+import "fmt"
+
+// Findings about what the server cannot serve at all, whatever is running.
+const (
+	// CodePartitionCeiling: critical, the group has more partitions (or a
+	// member more filter subjects) than MaxPartitions, so cg starts none of
+	// its members.
+	CodePartitionCeiling = "partition-ceiling"
+	// CodeMemberUnusable: critical, a member's consumer name is one the
+	// server refuses, so its partitions can never be consumed.
+	CodeMemberUnusable = "member-unusable"
+)
+
+// limitFindings reports a stored group (made by the reference, which has
+// no ceiling) that cg will not start, and members whose consumer the
+// server cannot hold.
+func limitFindings(t checkTarget, cfg GroupConfig) []Finding {
+	var out []Finding
+	recreate := fmt.Sprintf("delete the group ('cg %s delete %s %s --force') and create it again", t.kind, t.stream, t.group)
+	if n := cfg.PartitionCount(); n > MaxPartitions {
+		out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionCeiling,
+			Message: fmt.Sprintf("the group has %d partitions, above cg's ceiling of %d: cg refuses to start its members, since the server takes minutes to create a consumer with that many filter subjects and stalls JetStream meanwhile", n, MaxPartitions),
+			Hint:    recreate + fmt.Sprintf(" with at most %d partitions", MaxPartitions)})
+	}
+	l := newLayout(cfg)
+	for _, m := range cfg.MemberNames() {
+		name := m
+		if t.kind == "static" {
+			name = StaticConsumerName(t.group, m)
+		}
+		if p := ConsumerNameProblem(name); p != "" {
+			out = append(out, Finding{Severity: SeverityCritical, Code: CodeMemberUnusable, Member: m, Partitions: l.parts[m],
+				Message: fmt.Sprintf("member %q can never run: %s, so its partitions %s are consumed by no one", m, p, Ranges(l.parts[m])),
+				Hint:    recreate + " without that member name"})
+			continue
+		}
+		if cfg.PartitionCount() <= MaxPartitions {
+			if f := len(l.memberFilters(cfg, m)); f > MaxPartitions {
+				out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionCeiling, Member: m, Consumer: name,
+					Message: fmt.Sprintf("member %s would need a consumer with %d filter subjects, above cg's ceiling of %d: cg refuses to start it", m, f, MaxPartitions),
+					Hint:    recreate + " with fewer partitions or filters"})
+			}
+		}
+	}
+	return out
+}
+
+// wholeSubjectMessage and wholeSubjectHint word a group that hashes whole
+// subjects ({{partition(N)}} without token indexes) on a server without
+// that form. nats-server 2.11 refuses the form outright, so re-running the
+// same create cannot help there: the hint says what does.
+func wholeSubjectMessage(v Version) string {
+	return fmt.Sprintf("nats-server %s refuses {{partition(N)}} without token indexes (whole-subject hashing needs %d.%d or later), which this group uses: its transform cannot exist on this server, so nothing is partitioned for it",
+		v, MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor)
+}
+
+func wholeSubjectHint(v Version) string {
+	return fmt.Sprintf("upgrade the server to %d.%d or later; on %d.%d, delete the group and create it again naming the wildcards to hash (elastic: --filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server",
+		MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor, v.Major, v.Minor)
+}
