@@ -111,7 +111,7 @@ func TestCreateRefusesAboveCeiling(t *testing.T) {
 		t.Errorf("static, two members, two filters: %v", err)
 	}
 	// The ceiling itself is allowed.
-	if _, err := c.CreateElastic(ctx, "MAX", "e", cg.ElasticConfig{MaxMembers: cg.MaxPartitions, PartitioningFilters: []cg.PartitioningFilter{{Filter: "max.*", PartitioningWildcards: []int{1}}}}); err != nil {
+	if _, err := c.CreateElastic(ctx, "MAX", "e", cg.ElasticConfig{MaxMembers: cg.MaxPartitions, PartitioningFilters: []cg.PartitioningFilter{{Filter: "*.max.*", PartitioningWildcards: []int{2}}}}); err != nil {
 		t.Errorf("elastic at the ceiling: %v", err)
 	}
 	if _, err := c.CreateStatic(ctx, "MAX", "s", cg.StaticConfig{MaxMembers: cg.MaxPartitions, Members: []string{"m1"}}); err != nil {
