@@ -18,6 +18,12 @@ var (
 	ErrNotMapped        = errors.New("group has no member mappings")
 	ErrConsumerConflict = errors.New("member consumer in use with other filters")
 	ErrFenced           = errors.New("instance fenced: it can no longer be sure it holds its pin")
+	// ErrConsumerGone: a running member's consumer (or its stream) was
+	// deleted and the member could not safely recreate it.
+	ErrConsumerGone = errors.New("member consumer deleted")
+	// ErrWorkStreamGone: an elastic group's work stream was deleted under
+	// a running member; only re-running create can rebuild it.
+	ErrWorkStreamGone = errors.New("work stream deleted")
 )
 
 // described is a sentinel with its own full wording: Error is the message

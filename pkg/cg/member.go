@@ -194,6 +194,7 @@ type Member struct {
 	fencedPin  string // the pin given up by fencing: its messages are never acked
 	resumed    string // how a recreated static consumer resumed
 	liveness   *nats.Subscription
+	gone       chan struct{} // static: the consumer may have been deleted (gone.go)
 	stopErr    error
 	once       sync.Once
 	done       chan struct{}
@@ -250,7 +251,7 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 // Cancelling ctx stops the instance as Stop does.
 func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
 	m := &Member{c: c, kind: "static", stream: stream, cstream: stream, group: group, member: member,
-		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{})}
+		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{}), gone: make(chan struct{}, 1)}
 	opts, err := m.join(ctx, h, opts)
 	if err != nil {
 		return nil, err
@@ -290,6 +291,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	}
 	go m.watchStatic()
+	go m.guardStatic()
 	m.stopWith(ctx)
 	return m, nil
 }

@@ -272,8 +272,9 @@ func (p *puller) status(msg *nats.Msg) bool {
 	case "409":
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
-		if strings.Contains(desc, "Consumer Deleted") && p.m.kind == "elastic" {
-			// Rebalancing: another instance deleted the member consumer.
+		if strings.Contains(desc, "Consumer Deleted") {
+			// Elastic: rebalancing, another instance deleted the member
+			// consumer. Either kind: it may have been deleted by hand.
 			p.m.kickReconcile()
 		} else if !strings.Contains(desc, "Leadership Change") {
 			p.m.emit(Event{Kind: EventWarning, Reason: "pull refused: " + desc, Err: errors.New(desc)})
