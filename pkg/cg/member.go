@@ -559,7 +559,8 @@ func (m *Member) ackStale(raw *nats.Msg) bool {
 	if b != nil && pin != "" && pid == pin {
 		if unsure, gap := b.puller.unsure(); unsure {
 			m.fence(gap)
-			return true
+			// A false alarm the server cleared keeps the pin: ack.
+			return m.PinID() != pid
 		}
 	}
 	return false
@@ -580,7 +581,7 @@ func (m *Member) staleMsg(raw *nats.Msg) bool {
 	}
 	if unsure, gap := b.puller.unsure(); unsure && pin != "" {
 		m.fence(gap)
-		return true
+		return m.PinID() != pin // kept on a false alarm the server cleared
 	}
 	return false
 }
@@ -600,6 +601,7 @@ func (m *Member) fence(gap time.Duration) {
 		now := time.Now().UnixNano()
 		b.puller.lastGood.Store(now)
 		b.puller.lastTick.Store(now)
+		b.puller.lastHeard.Store(now)
 		return
 	}
 	m.mu.Lock()
@@ -614,8 +616,8 @@ func (m *Member) fence(gap time.Duration) {
 		return
 	}
 	m.emit(Event{Kind: EventFenced, PinID: had, Reason: fmt.Sprintf(
-		"no successful pull for %s (pinned TTL %s): the server may have pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
-		gap.Round(time.Millisecond), m.opts.PinnedTTL, shortID(had))})
+		"frozen, starved or cut off from the server for %s (fence threshold %s, pinned TTL %s): a standby may have unpinned it or the server pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
+		gap.Round(time.Millisecond), m.fenceAfter(), m.opts.PinnedTTL, shortID(had))})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 }
 
