@@ -35,6 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if d, err := time.ParseDuration(os.Getenv(hogEnv)); err == nil {
+		spin(d) // a CPU hog of TestNoFalseFailovers
+		os.Exit(0)
+	}
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run()) // the scenarios skip themselves
