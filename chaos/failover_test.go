@@ -189,11 +189,28 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 	var tooks []time.Duration
 	inFlight := 0
 	var stale []string
+	var standby *proc
 	for round := range 2 {
 		bh := newBlackhole(t, s.Addr().String())
 		cut := e.startVia("m1", bh.url())
 		if round == 0 {
-			e.startJoined("m1") // the standby
+			standby = e.startJoined("m1")
+		}
+		// Only the proxied instance and the standby stay, so that a
+		// step-down can only move the pin from one to the other.
+		for _, p := range e.allProcs() {
+			if p == cut || p == standby || p.exited() {
+				continue
+			}
+			d := e.disrupt("SIGTERM "+p.name, 0, "m1")
+			if err := p.signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := p.wait(15 * time.Second); !ok {
+				t.Fatalf("%s did not stop on SIGTERM", p.name)
+			}
+			e.pinnedProc("m1")
+			e.recovered(d)
 		}
 		// Move the pin onto the proxied instance.
 		for try := 0; ; try++ {

@@ -60,7 +60,7 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	if k.Name == "static" {
 		flagx.DurationVar(fs, &opts.Inactive, "inactive-threshold", cg.DefaultInactiveThreshold, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0s: keep it forever, as the reference does; needed to share a member with reference instances, which refuse a consumer with a threshold)")
 	}
-	flagx.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still connected, to replace a dead one at once instead of after the pinned TTL (0s: off)")
+	flagx.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still there, to replace a dead, frozen or cut-off one at once instead of after the pinned TTL; the pinned instance fences itself on a matching threshold, so instances of one member should agree (0s: off)")
 	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
 	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")

@@ -33,9 +33,11 @@ const (
 	// (a missed heartbeat, a reconnect); Err says what.
 	EventWarning EventKind = "warning"
 	// EventFenced: the instance held a pin but can no longer be sure it
-	// does (no successful pull for the pinned TTL: it was frozen, starved
-	// or cut off); it hands buffered messages back for redelivery to the
-	// new pinned instance and refuses to ack the one in hand.
+	// does (its pull loop stood still, or nothing came from the server,
+	// for the fence threshold, and the server no longer names it pinned:
+	// it was frozen, starved or cut off); it hands buffered messages back
+	// for redelivery to the new pinned instance and refuses to ack the one
+	// in hand.
 	EventFenced EventKind = "fenced"
 	// EventStopped: the instance stopped; Err is nil for a clean stop.
 	EventStopped EventKind = "stopped"
@@ -96,11 +98,17 @@ type JoinOptions struct {
 	// exist already are joined as they are, never changed.
 	InactiveThreshold time.Duration
 	// LivenessInterval is how often a standby checks that the pinned
-	// instance of its member is still connected, so that an instance that
-	// died (its connection closed) is replaced at once instead of after the
-	// pinned TTL. Only cg instances answer the check; a pinned instance that
+	// instance of its member is still there (it also checks as soon as it
+	// stands by), so that an instance that died (its connection closed) is
+	// replaced at once, and one frozen or cut off (two checks in a row
+	// unanswered, each waiting 4/5 of the interval) within about three
+	// intervals, instead of after the pinned TTL. The pinned instance
+	// fences itself on a matching threshold derived from its own interval
+	// (liveness.go: 300ms by default), so instances of one member should
+	// share it. Only cg instances answer the check; a pinned instance that
 	// never answered (the reference library's) is left to the TTL. Default
-	// 250ms; negative turns the check off.
+	// 250ms; negative turns the check off (and fencing falls back to the
+	// pinned TTL).
 	LivenessInterval time.Duration
 	// OnEvent receives state changes. It is called from the instance's
 	// goroutines and must not block for long.
