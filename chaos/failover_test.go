@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -300,10 +301,15 @@ func TestJustJoinedStandbyTakesOver(t *testing.T) {
 // hog (see TestMain): it spins for that long and exits.
 const hogEnv = "CG_CHAOS_HOG"
 
-// hog spins two processes (one per core of the reference machine) for d.
+// hog spins two processes (one per core of the reference machine) for d;
+// CG_CHAOS_HOGS=n runs n instead, to look for the breaking point.
 func hog(t *testing.T, d time.Duration) {
 	t.Helper()
-	for range 2 {
+	n := 2
+	if v, err := strconv.Atoi(os.Getenv("CG_CHAOS_HOGS")); err == nil && v > 0 && v <= 32 {
+		n = v
+	}
+	for range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), hogEnv+"="+d.String())
 		if err := cmd.Start(); err != nil {
