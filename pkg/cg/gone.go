@@ -109,7 +109,7 @@ func (m *Member) checkStaticConsumer() (stopped bool) {
 	how := m.resumed
 	m.mu.Unlock()
 	if how == "" {
-		how = "no saved position: starting from the consumer's deliver policy"
+		how = "recreated by another instance, or no saved position: it starts at its deliver policy"
 	}
 	m.emit(Event{Kind: EventWarning, Reason: "member consumer " + m.consumer + " was deleted on the server; recreated it (" + how + ")"})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})

@@ -37,9 +37,9 @@ func (e *events) has(kind cg.EventKind, reason string) bool {
 
 // A static member whose consumer is deleted under it (nats consumer rm)
 // recreates it within 5s, resuming after its saved position, and handles
-// what is published after.
+// what is published after; its standby, recreating it too, agrees.
 func TestStaticConsumerDeletedUnderMemberIsRecreated(t *testing.T) {
-	_, c, js := setup(t)
+	s, c, js := setup(t)
 	ctx := ctxT(t)
 	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
 		t.Fatal(err)
@@ -53,6 +53,12 @@ func TestStaticConsumerDeletedUnderMemberIsRecreated(t *testing.T) {
 	defer m.Stop()
 	publish(t, js, []string{"a", "b", "c"}, 10)
 	natstest.Eventually(t, 20*time.Second, "10 handled", func() bool { return cnt.distinct() == 10 })
+	cb, _ := cg.NewFromConn(natstest.Connect(t, s), "")
+	standby, err := cb.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("b"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Stop()
 	// Let the pinned instance save its position (every second).
 	natstest.Eventually(t, 10*time.Second, "position saved", func() bool {
 		kv, err := js.KeyValue(ctx, cg.PositionsBucket)
@@ -73,16 +79,18 @@ func TestStaticConsumerDeletedUnderMemberIsRecreated(t *testing.T) {
 	t.Logf("recreated %v after the deletion", time.Since(deleted).Round(time.Millisecond))
 	publish(t, js, []string{"a", "b", "c"}, 5)
 	natstest.Eventually(t, 10*time.Second, "5 more handled", func() bool { return cnt.distinct() == 15 })
-	if got := cnt.get("a"); got != 15 {
+	if got := cnt.get("a") + cnt.get("b"); got != 15 {
 		t.Fatalf("handled %d messages, want 15 (resumed after the saved position, nothing replayed)", got)
 	}
-	if !ev.has(cg.EventWarning, "recreated it (consumer recreated after inactivity, resuming after stream sequence 10") {
+	if !ev.has(cg.EventWarning, "was deleted on the server; recreated it (") {
 		t.Fatalf("no recreation warning; events: %+v", ev.all)
 	}
-	select {
-	case <-m.Done():
-		t.Fatalf("member stopped: %v", m.Err())
-	default:
+	for _, x := range []*cg.Member{m, standby} {
+		select {
+		case <-x.Done():
+			t.Fatalf("an instance stopped: %v", x.Err())
+		default:
+		}
 	}
 }
 
