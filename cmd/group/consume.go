@@ -56,7 +56,7 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	fs := cmd.Flags()
 	flagx.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
 	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
-	flagx.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen instance over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
+	flagx.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen reference instance (or any, with --liveness-check 0s) over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
 	if k.Name == "static" {
 		flagx.DurationVar(fs, &opts.Inactive, "inactive-threshold", cg.DefaultInactiveThreshold, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0s: keep it forever, as the reference does; needed to share a member with reference instances, which refuse a consumer with a threshold)")
 	}
