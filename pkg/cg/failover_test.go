@@ -1,6 +1,7 @@
 package cg_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,19 @@ func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
 	natstest.Eventually(t, 10*time.Second, "all 12 handled", func() bool { return cnt.distinct() == 12 })
 	if a.PinID() != "" && cnt.get("a") > 4 {
 		t.Fatalf("a handled %d messages after the black hole under its old pin", cnt.get("a")-4)
+	}
+}
+
+// The fence threshold derives from the liveness interval: one too short to
+// fence safely on is refused, with what to use.
+func TestTooShortLivenessIntervalRefused(t *testing.T) {
+	_, c, _ := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", newCounter().handler("a"), cg.JoinOptions{LivenessInterval: 10 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "liveness check interval 10ms is too short: use 50ms or more") {
+		t.Fatalf("join with a 10ms liveness interval: %v", err)
 	}
 }

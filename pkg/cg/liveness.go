@@ -45,6 +45,9 @@ import (
 // answered before must leave unanswered to be taken for frozen.
 const livenessMisses = 2
 
+// minLivenessInterval is the shortest JoinOptions.LivenessInterval.
+const minLivenessInterval = 50 * time.Millisecond
+
 // livenessTimeout is how long a standby waits for the pinned instance's
 // answer.
 func (m *Member) livenessTimeout() time.Duration {

@@ -141,6 +141,11 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.LivenessInterval == 0 {
 		o.LivenessInterval = 250 * time.Millisecond
 	}
+	if o.LivenessInterval > 0 && o.LivenessInterval < minLivenessInterval {
+		// The fence threshold derives from it (liveness.go): shorter would
+		// have the pinned instance doubt its pin on every scheduling hiccup.
+		return o, fmt.Errorf("liveness check interval %s is too short: use %s or more (250ms is the default), or turn the check off", o.LivenessInterval, minLivenessInterval)
+	}
 	if o.PullExpiry >= o.PinnedTTL {
 		return o, fmt.Errorf("pull expiry %s must be shorter than the pinned TTL %s, or the pinned instance loses its pin while idle", o.PullExpiry, o.PinnedTTL)
 	}
