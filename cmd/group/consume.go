@@ -133,6 +133,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	if o.PinnedTTL != 0 && o.PinnedTTL < 250*time.Millisecond {
 		return exitcode.UsageErrorf("--pinned-ttl %s is too short: pulls must renew the pin well within it; use 250ms or more, such as 1s", o.PinnedTTL)
 	}
+	if o.Liveness > 0 && o.Liveness < 50*time.Millisecond {
+		return exitcode.UsageErrorf("--liveness-check %s is too short: the pinned instance's fence threshold derives from it; use 50ms or more (250ms is the default), or 0s to turn the check off", o.Liveness)
+	}
 	c, err := o.F.Client()
 	if err != nil {
 		return err

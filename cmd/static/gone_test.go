@@ -54,3 +54,14 @@ func TestConsumeWhenConsumerOrStreamDeleted(t *testing.T) {
 		t.Fatalf("want one error line naming the stream and the repair, got %q\n%s", errLines, a.Err.String())
 	}
 }
+
+func TestConsumeRefusesTooShortLivenessCheck(t *testing.T) {
+	e := newEnv(t)
+	if r := e.run("static", "create", "balanced", "ORDERS", "g", "10", "m1"); r.Code != 0 {
+		t.Fatal(r.Err)
+	}
+	r := e.run("static", "consume", "ORDERS", "g", "m1", "--liveness-check", "10ms")
+	if r.Code != 2 || !strings.Contains(r.Err, "--liveness-check 10ms is too short") || !strings.Contains(r.Err, "use 50ms or more") {
+		t.Fatalf("consume --liveness-check 10ms: exit %d, %q", r.Code, r.Err)
+	}
+}
