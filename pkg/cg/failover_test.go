@@ -1,6 +1,7 @@
 package cg_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
 	}
 	t.Cleanup(ncA.Close)
 	ca, _ := cg.NewFromConn(ncA, "")
-	a, err := ca.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("a"), cg.JoinOptions{OnEvent: evA.on})
+	a, err := ca.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.boundedHandler("a"), cg.JoinOptions{OnEvent: evA.on})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
 	publish(t, js, []string{"k1", "k2"}, 4)
 	natstest.Eventually(t, 20*time.Second, "4 handled by a", func() bool { return cnt.get("a") == 4 && a.PinID() != "" })
 	cb, _ := cg.NewFromConn(natstest.Connect(t, s), "")
-	b, err := cb.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("b"), cg.JoinOptions{})
+	b, err := cb.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.boundedHandler("b"), cg.JoinOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,5 +128,22 @@ func TestTooShortLivenessIntervalRefused(t *testing.T) {
 	_, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", newCounter().handler("a"), cg.JoinOptions{LivenessInterval: 10 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "liveness check interval 10ms is too short: use 50ms or more") {
 		t.Fatalf("join with a 10ms liveness interval: %v", err)
+	}
+}
+
+// boundedHandler is counter.handler with acks that give up after 2s (a
+// black-holed instance's ack gets no answer until the hole lifts).
+func (c *counter) boundedHandler(name string) cg.Handler {
+	return func(_ context.Context, m *cg.Msg) {
+		md, _ := m.Metadata()
+		c.mu.Lock()
+		c.by[name]++
+		if md != nil {
+			c.seqs[md.Sequence.Stream]++
+		}
+		c.mu.Unlock()
+		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = m.DoubleAck(actx)
 	}
 }
