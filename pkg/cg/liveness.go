@@ -177,6 +177,56 @@ func (m *Member) watchdog(b *binding) {
 	}
 }
 
+// serverPinOK is the member consumer's pin id as the server says, and
+// whether the server could be asked at all.
+func (m *Member) serverPinOK() (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return "", false
+	}
+	for _, pg := range cons.CachedInfo().PriorityGroups {
+		if pg.Group == PriorityGroup {
+			return pg.PinnedClientID, true
+		}
+	}
+	return "", true
+}
+
+// confirmed reports whether pin is this instance's and not in doubt.
+func (m *Member) confirmed(pin string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return pin != "" && m.pinID == pin && m.doubted != pin
+}
+
+// recheck asks the server whether pin, which the instance doubts, is still
+// its own, and reports whether it may go on acking under it: only on a
+// fresh confirmation, one whose answer came within the fence threshold (an
+// answer that waited out a freeze proves nothing about the time after).
+func (m *Member) recheck(b *binding, pin string) bool {
+	for range 3 {
+		unsure, gap := b.puller.unsure()
+		if !unsure && m.confirmed(pin) {
+			return true
+		}
+		m.fence(gap)
+		if !m.confirmed(pin) {
+			return false
+		}
+	}
+	unsure, _ := b.puller.unsure()
+	return !unsure && m.confirmed(pin)
+}
+
+// doubt reports whether the instance holds a pin fencing could not confirm.
+func (m *Member) doubt() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.doubted != "" && m.doubted == m.pinID
+}
+
 // pinnedID is the member consumer's current pin id, as the server says.
 func (m *Member) pinnedID(_ *binding) string { return m.serverPin() }
 

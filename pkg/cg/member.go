@@ -205,6 +205,7 @@ type Member struct {
 	es         *elasticState
 	pinID      string
 	fencedPin  string // the pin given up by fencing: its messages are never acked
+	doubted    string // the pin fencing could not confirm (server unreachable): nothing under it is acked until it does
 	resumed    string // how a recreated static consumer resumed
 	liveness   *nats.Subscription
 	gone       chan struct{} // static: the consumer may have been deleted (gone.go)
@@ -535,6 +536,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 	b.puller.close()
 	m.mu.Lock()
 	m.pinID = ""
+	m.doubted = ""
 	m.mu.Unlock()
 	m.answerLiveness("")
 	return pin != ""
@@ -549,6 +551,9 @@ func (m *Member) notePin(raw *nats.Msg) {
 	m.mu.Lock()
 	isNew := pid != m.pinID
 	m.pinID = pid
+	if isNew {
+		m.doubted = ""
+	}
 	m.mu.Unlock()
 	if isNew {
 		m.answerLiveness(pid)
@@ -564,16 +569,15 @@ func (m *Member) notePin(raw *nats.Msg) {
 func (m *Member) ackStale(raw *nats.Msg) bool {
 	pid := raw.Header.Get("Nats-Pin-Id")
 	m.mu.Lock()
-	b, pin, fenced := m.bound, m.pinID, m.fencedPin
+	b, pin, fenced, doubted := m.bound, m.pinID, m.fencedPin, m.doubted
 	m.mu.Unlock()
 	if pid != "" && pid == fenced {
 		return true
 	}
 	if b != nil && pin != "" && pid == pin {
-		if unsure, gap := b.puller.unsure(); unsure {
-			m.fence(gap)
+		if unsure, _ := b.puller.unsure(); unsure || doubted == pin {
 			// A false alarm the server cleared keeps the pin: ack.
-			return m.PinID() != pid
+			return !m.recheck(b, pid)
 		}
 	}
 	return false
@@ -592,9 +596,11 @@ func (m *Member) staleMsg(raw *nats.Msg) bool {
 	if b == nil {
 		return false
 	}
-	if unsure, gap := b.puller.unsure(); unsure && pin != "" {
-		m.fence(gap)
-		return m.PinID() != pin // kept on a false alarm the server cleared
+	m.mu.Lock()
+	doubted := m.doubted
+	m.mu.Unlock()
+	if unsure, _ := b.puller.unsure(); (unsure || doubted == pin) && pin != "" {
+		return !m.recheck(b, pin) // kept on a false alarm the server cleared
 	}
 	return false
 }
@@ -610,16 +616,46 @@ func (m *Member) fence(gap time.Duration) {
 	if suspect == "" {
 		return
 	}
-	if b != nil && m.serverPin() == suspect {
-		now := time.Now().UnixNano()
-		b.puller.lastGood.Store(now)
-		b.puller.lastTick.Store(now)
-		b.puller.lastHeard.Store(now)
+	server, reached := "", true // unbound: nothing to confirm
+	asked := time.Now().UnixNano()
+	if b != nil {
+		server, reached = m.serverPinOK()
+	}
+	if b != nil && reached && server == suspect {
+		// The answer holds as of when it was asked: a freeze while it
+		// was on its way must still show as a gap.
+		storeMax(&b.puller.lastGood, asked)
+		storeMax(&b.puller.lastTick, asked)
+		storeMax(&b.puller.lastHeard, asked)
+		m.mu.Lock()
+		m.doubted = ""
+		m.mu.Unlock()
+		return
+	}
+	if !reached || server == "" {
+		// Cut off (a black hole), or the server names no pin (a consumer
+		// leader just elected, or unpinned with nothing delivered since):
+		// nothing under the pin is acked until the server confirms it, but
+		// pulls keep its id, so that if it is still ours it carries on at
+		// once instead of after the pinned TTL (if not, the server refuses
+		// them with 423 and the pin is dropped).
+		m.mu.Lock()
+		first := m.doubted != suspect && m.pinID == suspect
+		if first {
+			m.doubted = suspect
+		}
+		m.mu.Unlock()
+		if first {
+			m.emit(Event{Kind: EventFenced, PinID: suspect, Reason: fmt.Sprintf(
+				"cut off from the server, frozen or starved for %s (fence threshold %s): cannot confirm pin %s, so handing buffered messages back and acking nothing under it until the server confirms it is still this instance's",
+				gap.Round(time.Millisecond), m.fenceAfter(), shortID(suspect))})
+		}
 		return
 	}
 	m.mu.Lock()
 	had := m.pinID
 	m.pinID = ""
+	m.doubted = ""
 	if had != "" {
 		m.fencedPin = had
 	}
@@ -663,6 +699,7 @@ func (m *Member) lostPin(reason string) {
 	m.mu.Lock()
 	had := m.pinID
 	m.pinID = ""
+	m.doubted = ""
 	m.mu.Unlock()
 	m.answerLiveness("")
 	if had != "" {

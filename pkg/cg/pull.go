@@ -331,10 +331,23 @@ func (p *puller) unsure() (bool, time.Duration) {
 // checkFence runs on each turn of the pull loop: it fences the instance
 // when it can no longer be sure of its pin.
 func (p *puller) checkFence() {
-	if unsure, gap := p.unsure(); unsure {
+	// The loop is known to run now, not after the check: a freeze during
+	// it must still show as a gap.
+	ran := time.Now().UnixNano()
+	if unsure, gap := p.unsure(); unsure || p.m.doubt() {
 		p.m.fence(gap)
 	}
-	p.lastTick.Store(time.Now().UnixNano())
+	storeMax(&p.lastTick, ran)
+}
+
+// storeMax sets a to v unless it holds a later time already.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // drain hands back (naks) every message still arriving, returning whether
