@@ -53,7 +53,7 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		return nil, err
 	}
 	if _, err := c.js.Stream(ctx, m.cstream); err != nil {
-		return nil, fmt.Errorf("%w (%w): work stream %s of elastic group %q: %v; re-run `cg elastic create %s %s` with the group's arguments (it recreates the work stream), or delete the group", ErrStreamNotFound, ErrWorkStreamGone, m.cstream, group, err, stream, group)
+		return nil, fmt.Errorf("%w: work stream %s of elastic group %q: %v; delete and recreate the group", ErrStreamNotFound, m.cstream, group, err)
 	}
 	m.elastic = cfg
 	m.ctx, m.cancel = context.WithCancel(context.Background())
