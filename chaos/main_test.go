@@ -1,7 +1,10 @@
 // Package chaos runs cg members as separate processes of the built binary
 // while keyed traffic flows, disrupts them the ways production does — kill
-// -9, SIGSTOP past the pinned TTL, SIGTERM, step-down loops, elastic add/drop
-// storms, a server restart, the loss of a cluster node — and checks by
+// -9, SIGSTOP past the pinned TTL, a frozen or black-holed pinned instance
+// (which must be replaced within a second), a kill just after a standby
+// joined, SIGTERM, step-down loops, elastic add/drop storms, a server
+// restart, the loss of a cluster node, CPU hogs that must not cause a
+// failover — and checks by
 // counting: every published message handled at least once, per-key order
 // never broken, duplicates no more than what was in flight at each
 // disruption, and no pin changes the scenario did not cause.
@@ -35,6 +38,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if d, err := time.ParseDuration(os.Getenv(hogEnv)); err == nil {
+		spin(d) // a CPU hog of TestNoFalseFailovers
+		os.Exit(0)
+	}
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run()) // the scenarios skip themselves

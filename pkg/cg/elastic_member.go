@@ -92,6 +92,7 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 // kickReconcile asks an elastic instance's controller to look again.
 func (m *Member) kickReconcile() {
 	if m.es == nil {
+		m.kickStatic()
 		return
 	}
 	select {
@@ -185,6 +186,9 @@ func (m *Member) reconcile() time.Duration {
 		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 		_, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
 		cancel()
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return m.workStreamGone()
+		}
 		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return 0
 		}
@@ -233,6 +237,8 @@ func (m *Member) reconcile() time.Duration {
 		}
 		m.deleteConsumerIf(ctx, m.consumer, ci.Config)
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return m.workStreamGone()
 	case m.ctx.Err() != nil:
 		return 0
 	default:

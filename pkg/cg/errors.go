@@ -23,6 +23,12 @@ var (
 	ErrNotOwned = errors.New("object not made by cg for this group")
 	// ErrNameClash: two groups would share a server name.
 	ErrNameClash = errors.New("group names clash")
+	// ErrConsumerGone: a running member's consumer (or its stream) was
+	// deleted and the member could not safely recreate it.
+	ErrConsumerGone = errors.New("member consumer deleted")
+	// ErrWorkStreamGone: an elastic group's work stream was deleted under
+	// a running member; only re-running create can rebuild it.
+	ErrWorkStreamGone = errors.New("work stream deleted")
 )
 
 // described is a sentinel with its own full wording: Error is the message

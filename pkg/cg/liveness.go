@@ -15,14 +15,62 @@ import (
 // TTL is part of the consumer's configuration, which every instance of a
 // member (cg's or the reference's) must share. So instead of shortening
 // it, the pinned cg instance answers on a subject named after its pin id,
-// and each standby asks every LivenessInterval. "No responders" from a
-// pin that has answered before means its connection is gone (the process
-// died or was cut off): the standby unpins it and the server pins a
-// standby on its next pull; the message it held unacked is handed back at
-// once (nakOrphan) rather than after the ack wait. A frozen process (SIGSTOP) keeps its
-// connection and so its subscription; it is left to the TTL and to its own
-// fencing. A pinned instance that never answered (the reference's) is
-// never unpinned this way.
+// and each standby asks as soon as it stands by and then every
+// LivenessInterval, waiting livenessTimeout for the answer.
+//
+//   - "No responders" from a pin that has answered before means its
+//     connection is gone (the process died or was cut off): the standby
+//     unpins it at once.
+//   - livenessMisses timeouts in a row from a pin that has answered before
+//     mean it is frozen (SIGSTOP, a stalled VM) or black-holed (the socket
+//     open, nothing passing): the standby unpins it too.
+//
+// Either way the server pins a standby on its next pull, and the message
+// the lost instance held unacked is handed back at once (nakOrphan) rather
+// than after the ack wait. A pinned instance that never answered (the
+// reference's) is never unpinned this way: it is left to the TTL.
+//
+// Fencing must match: an instance unpinned while frozen or cut off must
+// know it before it acks anything. The first missed request may be sent
+// just before the freeze, so the unpin comes at least
+// (livenessMisses-1)*LivenessInterval + livenessTimeout after it; the
+// pinned instance fences (asks the server whether the pin is still its,
+// and gives it up unless so) once its pull loop stood still, or nothing
+// came from the server, for fenceAfter, two thirds of that bound. Pull
+// requests carry an idle heartbeat so that a healthy, idle connection is
+// heard from well within it. Instances of one member should run with the
+// same LivenessInterval.
+
+// livenessMisses is how many liveness requests in a row a pin that
+// answered before must leave unanswered to be taken for frozen.
+const livenessMisses = 2
+
+// minLivenessInterval is the shortest JoinOptions.LivenessInterval.
+const minLivenessInterval = 50 * time.Millisecond
+
+// livenessTimeout is how long a standby waits for the pinned instance's
+// answer.
+func (m *Member) livenessTimeout() time.Duration {
+	return m.opts.LivenessInterval * 4 / 5
+}
+
+// fenceAfter is how long a pinned instance may go without its pull loop
+// running, or without hearing from the server, before it doubts its pin:
+// well below the soonest a standby can unpin a frozen instance, and never
+// above the pinned TTL.
+func (m *Member) fenceAfter() time.Duration {
+	if m.opts.LivenessInterval <= 0 {
+		return m.opts.PinnedTTL
+	}
+	soonest := time.Duration(livenessMisses-1)*m.opts.LivenessInterval + m.livenessTimeout()
+	return min(soonest*2/3, m.opts.PinnedTTL)
+}
+
+// heartbeat is the idle heartbeat asked for on each pull: a few per fence
+// threshold, and below half the pull expiry as the server requires.
+func (m *Member) heartbeat() time.Duration {
+	return max(min(100*time.Millisecond, m.fenceAfter()/3, m.opts.PullExpiry/3), 10*time.Millisecond)
+}
 
 // livenessSubject is where the pinned instance with pin id pin answers.
 func (m *Member) livenessSubject(pin string) string {
@@ -47,53 +95,136 @@ func (m *Member) answerLiveness(pin string) {
 }
 
 // watchdog runs while the instance is bound: as a standby it checks that
-// the pinned instance is still connected, and unpins it when it is not.
+// the pinned instance is still there, at once and then every interval, and
+// unpins it when it is gone or frozen.
 func (m *Member) watchdog(b *binding) {
 	tick := time.NewTicker(m.opts.LivenessInterval)
 	defer tick.Stop()
 	answered := map[string]bool{} // pins that answered at least once
+	var missed string             // the pin that missed the last requests
+	misses := 0
+	first := true
 	for {
+		if !first {
+			select {
+			case <-b.stopPull:
+				return
+			case <-tick.C:
+			}
+		}
+		first = false
 		select {
 		case <-b.stopPull:
 			return
-		case <-tick.C:
+		default:
 		}
 		if m.PinID() != "" {
+			misses = 0
 			continue
 		}
 		pin := m.pinnedID(b)
 		if pin == "" {
 			continue
 		}
-		_, err := m.c.Conn().Request(m.livenessSubject(pin), nil, min(m.opts.LivenessInterval*2, time.Second))
+		if pin != missed {
+			missed, misses = pin, 0
+		}
+		timeout := m.livenessTimeout()
+		asked := time.Now()
+		_, err := m.c.Conn().Request(m.livenessSubject(pin), nil, timeout)
+		var why string
 		switch {
 		case err == nil:
 			if len(answered) > 64 {
 				clear(answered)
 			}
 			answered[pin] = true
+			misses = 0
+			continue
 		case errors.Is(err, nats.ErrNoResponders) && answered[pin]:
-			// Other standbys may have seen it too: let one go first.
-			time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
-			if m.pinnedID(b) != pin {
+			why = "is gone, its connection closed"
+		case errors.Is(err, nats.ErrTimeout) && answered[pin]:
+			if time.Since(asked) > 2*timeout {
+				continue // this process was starved: not the pin's fault
+			}
+			if misses++; misses < livenessMisses {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
-			s, err := m.c.js.Stream(ctx, m.cstream)
-			if err == nil {
-				err = s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
+			why = fmt.Sprintf("did not answer %d liveness checks in a row (frozen or cut off)", misses)
+		default:
+			continue
+		}
+		// Other standbys may have seen it too: let one go first.
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		if m.pinnedID(b) != pin {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
+		s, err := m.c.js.Stream(ctx, m.cstream)
+		if err == nil {
+			err = s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
+		}
+		cancel()
+		if err == nil {
+			delete(answered, pin)
+			misses = 0
+			reason := "the pinned instance (pin " + shortID(pin) + ") " + why + ": unpinned it so a standby takes over now"
+			if m.nakOrphan() {
+				reason += ", and handed its unacked message back for redelivery"
 			}
-			cancel()
-			if err == nil {
-				delete(answered, pin)
-				reason := "the pinned instance (pin " + shortID(pin) + ") is gone, its connection closed: unpinned it so a standby takes over now"
-				if m.nakOrphan() {
-					reason += ", and handed its unacked message back for redelivery"
-				}
-				m.emit(Event{Kind: EventWarning, PinID: pin, Reason: reason})
-			}
+			m.emit(Event{Kind: EventWarning, PinID: pin, Reason: reason})
 		}
 	}
+}
+
+// serverPinOK is the member consumer's pin id as the server says, and
+// whether the server could be asked at all.
+func (m *Member) serverPinOK() (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return "", false
+	}
+	for _, pg := range cons.CachedInfo().PriorityGroups {
+		if pg.Group == PriorityGroup {
+			return pg.PinnedClientID, true
+		}
+	}
+	return "", true
+}
+
+// confirmed reports whether pin is this instance's and not in doubt.
+func (m *Member) confirmed(pin string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return pin != "" && m.pinID == pin && m.doubted != pin
+}
+
+// recheck asks the server whether pin, which the instance doubts, is still
+// its own, and reports whether it may go on acking under it: only on a
+// fresh confirmation, one whose answer came within the fence threshold (an
+// answer that waited out a freeze proves nothing about the time after).
+func (m *Member) recheck(b *binding, pin string) bool {
+	for range 3 {
+		unsure, gap := b.puller.unsure()
+		if !unsure && m.confirmed(pin) {
+			return true
+		}
+		m.fence(gap)
+		if !m.confirmed(pin) {
+			return false
+		}
+	}
+	unsure, _ := b.puller.unsure()
+	return !unsure && m.confirmed(pin)
+}
+
+// doubt reports whether the instance holds a pin fencing could not confirm.
+func (m *Member) doubt() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.doubted != "" && m.doubted == m.pinID
 }
 
 // pinnedID is the member consumer's current pin id, as the server says.

@@ -33,9 +33,11 @@ const (
 	// (a missed heartbeat, a reconnect); Err says what.
 	EventWarning EventKind = "warning"
 	// EventFenced: the instance held a pin but can no longer be sure it
-	// does (no successful pull for the pinned TTL: it was frozen, starved
-	// or cut off); it hands buffered messages back for redelivery to the
-	// new pinned instance and refuses to ack the one in hand.
+	// does (its pull loop stood still, or nothing came from the server,
+	// for the fence threshold, and the server no longer names it pinned:
+	// it was frozen, starved or cut off); it hands buffered messages back
+	// for redelivery to the new pinned instance and refuses to ack the one
+	// in hand.
 	EventFenced EventKind = "fenced"
 	// EventStopped: the instance stopped; Err is nil for a clean stop.
 	EventStopped EventKind = "stopped"
@@ -96,11 +98,17 @@ type JoinOptions struct {
 	// exist already are joined as they are, never changed.
 	InactiveThreshold time.Duration
 	// LivenessInterval is how often a standby checks that the pinned
-	// instance of its member is still connected, so that an instance that
-	// died (its connection closed) is replaced at once instead of after the
-	// pinned TTL. Only cg instances answer the check; a pinned instance that
+	// instance of its member is still there (it also checks as soon as it
+	// stands by), so that an instance that died (its connection closed) is
+	// replaced at once, and one frozen or cut off (two checks in a row
+	// unanswered, each waiting 4/5 of the interval) within about three
+	// intervals, instead of after the pinned TTL. The pinned instance
+	// fences itself on a matching threshold derived from its own interval
+	// (liveness.go: 300ms by default), so instances of one member should
+	// share it. Only cg instances answer the check; a pinned instance that
 	// never answered (the reference library's) is left to the TTL. Default
-	// 250ms; negative turns the check off.
+	// 250ms; negative turns the check off (and fencing falls back to the
+	// pinned TTL).
 	LivenessInterval time.Duration
 	// ReferenceCompatible creates the member consumer exactly as the
 	// reference library (pcgroups) would: without cg's ownership marks and,
@@ -145,6 +153,11 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	}
 	if o.LivenessInterval == 0 {
 		o.LivenessInterval = 250 * time.Millisecond
+	}
+	if o.LivenessInterval > 0 && o.LivenessInterval < minLivenessInterval {
+		// The fence threshold derives from it (liveness.go): shorter would
+		// have the pinned instance doubt its pin on every scheduling hiccup.
+		return o, fmt.Errorf("liveness check interval %s is too short: use %s or more (250ms is the default), or turn the check off", o.LivenessInterval, minLivenessInterval)
 	}
 	if o.PullExpiry >= o.PinnedTTL {
 		return o, fmt.Errorf("pull expiry %s must be shorter than the pinned TTL %s, or the pinned instance loses its pin while idle", o.PullExpiry, o.PinnedTTL)
@@ -205,8 +218,10 @@ type Member struct {
 	es         *elasticState
 	pinID      string
 	fencedPin  string // the pin given up by fencing: its messages are never acked
+	doubted    string // the pin fencing could not confirm (server unreachable): nothing under it is acked until it does
 	resumed    string // how a recreated static consumer resumed
 	liveness   *nats.Subscription
+	gone       chan struct{} // static: the consumer may have been deleted (gone.go)
 	stopErr    error
 	once       sync.Once
 	done       chan struct{}
@@ -263,7 +278,7 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 // Cancelling ctx stops the instance as Stop does.
 func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
 	m := &Member{c: c, kind: "static", stream: stream, cstream: stream, group: group, member: member,
-		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{})}
+		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{}), gone: make(chan struct{}, 1)}
 	opts, err := m.join(ctx, h, opts)
 	if err != nil {
 		return nil, err
@@ -309,6 +324,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	}
 	go m.watchStatic()
+	go m.guardStatic()
 	m.stopWith(ctx)
 	return m, nil
 }
@@ -556,6 +572,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 	b.puller.close()
 	m.mu.Lock()
 	m.pinID = ""
+	m.doubted = ""
 	m.mu.Unlock()
 	m.answerLiveness("")
 	return pin != ""
@@ -570,6 +587,9 @@ func (m *Member) notePin(raw *nats.Msg) {
 	m.mu.Lock()
 	isNew := pid != m.pinID
 	m.pinID = pid
+	if isNew {
+		m.doubted = ""
+	}
 	m.mu.Unlock()
 	if isNew {
 		m.answerLiveness(pid)
@@ -585,15 +605,15 @@ func (m *Member) notePin(raw *nats.Msg) {
 func (m *Member) ackStale(raw *nats.Msg) bool {
 	pid := raw.Header.Get("Nats-Pin-Id")
 	m.mu.Lock()
-	b, pin, fenced := m.bound, m.pinID, m.fencedPin
+	b, pin, fenced, doubted := m.bound, m.pinID, m.fencedPin, m.doubted
 	m.mu.Unlock()
 	if pid != "" && pid == fenced {
 		return true
 	}
 	if b != nil && pin != "" && pid == pin {
-		if unsure, gap := b.puller.unsure(); unsure {
-			m.fence(gap)
-			return true
+		if unsure, _ := b.puller.unsure(); unsure || doubted == pin {
+			// A false alarm the server cleared keeps the pin: ack.
+			return !m.recheck(b, pid)
 		}
 	}
 	return false
@@ -612,9 +632,11 @@ func (m *Member) staleMsg(raw *nats.Msg) bool {
 	if b == nil {
 		return false
 	}
-	if unsure, gap := b.puller.unsure(); unsure && pin != "" {
-		m.fence(gap)
-		return true
+	m.mu.Lock()
+	doubted := m.doubted
+	m.mu.Unlock()
+	if unsure, _ := b.puller.unsure(); (unsure || doubted == pin) && pin != "" {
+		return !m.recheck(b, pin) // kept on a false alarm the server cleared
 	}
 	return false
 }
@@ -630,15 +652,46 @@ func (m *Member) fence(gap time.Duration) {
 	if suspect == "" {
 		return
 	}
-	if b != nil && m.serverPin() == suspect {
-		now := time.Now().UnixNano()
-		b.puller.lastGood.Store(now)
-		b.puller.lastTick.Store(now)
+	server, reached := "", true // unbound: nothing to confirm
+	asked := time.Now().UnixNano()
+	if b != nil {
+		server, reached = m.serverPinOK()
+	}
+	if b != nil && reached && server == suspect {
+		// The answer holds as of when it was asked: a freeze while it
+		// was on its way must still show as a gap.
+		storeMax(&b.puller.lastGood, asked)
+		storeMax(&b.puller.lastTick, asked)
+		storeMax(&b.puller.lastHeard, asked)
+		m.mu.Lock()
+		m.doubted = ""
+		m.mu.Unlock()
+		return
+	}
+	if !reached || server == "" {
+		// Cut off (a black hole), or the server names no pin (a consumer
+		// leader just elected, or unpinned with nothing delivered since):
+		// nothing under the pin is acked until the server confirms it, but
+		// pulls keep its id, so that if it is still ours it carries on at
+		// once instead of after the pinned TTL (if not, the server refuses
+		// them with 423 and the pin is dropped).
+		m.mu.Lock()
+		first := m.doubted != suspect && m.pinID == suspect
+		if first {
+			m.doubted = suspect
+		}
+		m.mu.Unlock()
+		if first {
+			m.emit(Event{Kind: EventFenced, PinID: suspect, Reason: fmt.Sprintf(
+				"cut off from the server, frozen or starved for %s (fence threshold %s): cannot confirm pin %s, so handing buffered messages back and acking nothing under it until the server confirms it is still this instance's",
+				gap.Round(time.Millisecond), m.fenceAfter(), shortID(suspect))})
+		}
 		return
 	}
 	m.mu.Lock()
 	had := m.pinID
 	m.pinID = ""
+	m.doubted = ""
 	if had != "" {
 		m.fencedPin = had
 	}
@@ -648,8 +701,8 @@ func (m *Member) fence(gap time.Duration) {
 		return
 	}
 	m.emit(Event{Kind: EventFenced, PinID: had, Reason: fmt.Sprintf(
-		"no successful pull for %s (pinned TTL %s): the server may have pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
-		gap.Round(time.Millisecond), m.opts.PinnedTTL, shortID(had))})
+		"frozen, starved or cut off from the server for %s (fence threshold %s, pinned TTL %s): a standby may have unpinned it or the server pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
+		gap.Round(time.Millisecond), m.fenceAfter(), m.opts.PinnedTTL, shortID(had))})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 }
 
@@ -682,6 +735,7 @@ func (m *Member) lostPin(reason string) {
 	m.mu.Lock()
 	had := m.pinID
 	m.pinID = ""
+	m.doubted = ""
 	m.mu.Unlock()
 	m.answerLiveness("")
 	if had != "" {

@@ -29,6 +29,9 @@ type pullRequest struct {
 	Batch   int           `json:"batch,omitempty"`
 	Group   string        `json:"group,omitempty"`
 	ID      string        `json:"id,omitempty"`
+	// Heartbeat makes the server send a status 100 this often while the
+	// request waits, so a silent connection (a black hole) shows.
+	Heartbeat time.Duration `json:"idle_heartbeat,omitempty"`
 }
 
 // apiPrefix is the JetStream API prefix of js, honouring a domain.
@@ -163,6 +166,10 @@ type puller struct {
 	// lastGood is when the newest request that the server answered (with
 	// a message, a heartbeat or an expiry, not a 423) was sent.
 	lastGood atomic.Int64
+	// lastHeard is when anything (a message, a heartbeat, a status) last
+	// came from the server: with idle heartbeats on every request, a gap
+	// longer than the fence threshold means the connection went silent.
+	lastHeard atomic.Int64
 
 	// Owned by the loop goroutine.
 	sentAt      time.Time
@@ -203,7 +210,7 @@ func (p *puller) pull() {
 		p.retryAt = time.Now().Add(100 * time.Millisecond)
 		return
 	}
-	req := pullRequest{Expires: p.m.opts.PullExpiry, Batch: p.batch, Group: PriorityGroup, ID: p.m.PinID()}
+	req := pullRequest{Expires: p.m.opts.PullExpiry, Batch: p.batch, Group: PriorityGroup, ID: p.m.PinID(), Heartbeat: p.m.heartbeat()}
 	body, _ := json.Marshal(req)
 	if err := p.nc.PublishRequest(p.subject, p.inbox, body); err != nil {
 		// Disconnected: try again shortly; the reconnect will let it through.
@@ -222,6 +229,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 	tick := time.NewTicker(min(100*time.Millisecond, p.m.opts.PinnedTTL/4))
 	defer tick.Stop()
 	p.lastTick.Store(time.Now().UnixNano())
+	p.lastHeard.Store(time.Now().UnixNano())
 	for {
 		p.checkFence()
 		if !p.outstanding && !time.Now().Before(p.retryAt) {
@@ -235,6 +243,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 				p.outstanding = false
 			}
 		case msg := <-p.in:
+			p.lastHeard.Store(time.Now().UnixNano())
 			if p.status(msg) {
 				continue
 			}
@@ -272,8 +281,9 @@ func (p *puller) status(msg *nats.Msg) bool {
 	case "409":
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
-		if strings.Contains(desc, "Consumer Deleted") && p.m.kind == "elastic" {
-			// Rebalancing: another instance deleted the member consumer.
+		if strings.Contains(desc, "Consumer Deleted") {
+			// Elastic: rebalancing, another instance deleted the member
+			// consumer. Either kind: it may have been deleted by hand.
 			p.m.kickReconcile()
 		} else if !strings.Contains(desc, "Leadership Change") {
 			p.m.emit(Event{Kind: EventWarning, Reason: "pull refused: " + desc, Err: errors.New(desc)})
@@ -298,13 +308,18 @@ func (p *puller) good() {
 }
 
 // unsure reports whether an instance holding a pin can no longer be sure
-// it still does: its pull loop stood still, or no pull it sent was
-// answered, for the pinned TTL. By then the server may have pinned another
-// instance, which is handed the same messages.
+// it still does: its pull loop stood still, or nothing came from the
+// server, for the fence threshold (liveness.go), or no pull it sent was
+// answered for the pinned TTL. By then a standby may have unpinned it, or
+// the server pinned another instance, which is handed the same messages.
 func (p *puller) unsure() (bool, time.Duration) {
 	now := time.Now().UnixNano()
 	ttl := int64(p.m.opts.PinnedTTL)
-	if gap := now - p.lastTick.Load(); gap > ttl {
+	fence := int64(p.m.fenceAfter())
+	if gap := now - p.lastTick.Load(); gap > fence {
+		return true, time.Duration(gap)
+	}
+	if gap := now - p.lastHeard.Load(); gap > fence {
 		return true, time.Duration(gap)
 	}
 	if good := p.lastGood.Load(); good != 0 && now-good > ttl {
@@ -316,10 +331,23 @@ func (p *puller) unsure() (bool, time.Duration) {
 // checkFence runs on each turn of the pull loop: it fences the instance
 // when it can no longer be sure of its pin.
 func (p *puller) checkFence() {
-	if unsure, gap := p.unsure(); unsure {
+	// The loop is known to run now, not after the check: a freeze during
+	// it must still show as a gap.
+	ran := time.Now().UnixNano()
+	if unsure, gap := p.unsure(); unsure || p.m.doubt() {
 		p.m.fence(gap)
 	}
-	p.lastTick.Store(time.Now().UnixNano())
+	storeMax(&p.lastTick, ran)
+}
+
+// storeMax sets a to v unless it holds a later time already.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // drain hands back (naks) every message still arriving, returning whether

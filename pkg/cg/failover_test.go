@@ -1,0 +1,149 @@
+package cg_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/natstest"
+)
+
+// pinnedBy waits until one of ms holds the server's pin and returns it.
+func pinnedBy(t *testing.T, ms map[string]*cg.Member) string {
+	t.Helper()
+	var who string
+	natstest.Eventually(t, 20*time.Second, "an instance pinned", func() bool {
+		for n, m := range ms {
+			if m.PinID() != "" {
+				who = n
+				return true
+			}
+		}
+		return false
+	})
+	return who
+}
+
+// A standby that joined just before the pinned instance died takes over
+// at once (its liveness check runs as soon as it stands by), not after the
+// pinned TTL.
+func TestJustJoinedStandbyTakesOverFast(t *testing.T) {
+	s, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	cnt := newCounter()
+	ncA := natstest.Connect(t, s)
+	ca, _ := cg.NewFromConn(ncA, "")
+	a, err := ca.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("a"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	publish(t, js, []string{"k1", "k2"}, 4)
+	natstest.Eventually(t, 20*time.Second, "4 handled by a", func() bool { return cnt.get("a") == 4 && a.PinID() != "" })
+	cb, _ := cg.NewFromConn(natstest.Connect(t, s), "")
+	b, err := cb.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.handler("b"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	time.Sleep(60 * time.Millisecond) // the scenario: killed 60ms after the standby joined
+	ncA.Close()
+	killed := time.Now()
+	publish(t, js, []string{"k1", "k2"}, 4)
+	natstest.Eventually(t, 10*time.Second, "b handles the rest", func() bool { return cnt.get("b") >= 1 })
+	took := time.Since(killed)
+	t.Logf("standby took over %v after the kill", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Fatalf("the just-joined standby took %v to take over, want well under the pinned TTL (2s)", took)
+	}
+}
+
+// A pinned instance cut off by a network black hole (socket open, nothing
+// passing) is replaced within a second, and, once the black hole lifts,
+// acks nothing it held under the pin it lost.
+func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
+	s, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	cnt := newCounter()
+	var evA events
+	bh := newBlackhole(t, s.Addr().String())
+	ncA, err := nats.Connect(bh.url(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	ca, _ := cg.NewFromConn(ncA, "")
+	a, err := ca.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.boundedHandler("a"), cg.JoinOptions{OnEvent: evA.on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	publish(t, js, []string{"k1", "k2"}, 4)
+	natstest.Eventually(t, 20*time.Second, "4 handled by a", func() bool { return cnt.get("a") == 4 && a.PinID() != "" })
+	cb, _ := cg.NewFromConn(natstest.Connect(t, s), "")
+	b, err := cb.JoinStatic(ctx, "ORDERS", "g", "m1", cnt.boundedHandler("b"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	natstest.Eventually(t, 5*time.Second, "b stands by", func() bool { return b.Consumer() != "" })
+	time.Sleep(300 * time.Millisecond) // b has checked a's liveness
+	bh.hold()
+	cut := time.Now()
+	publish(t, js, []string{"k1", "k2"}, 4)
+	natstest.Eventually(t, 5*time.Second, "b handling", func() bool { return cnt.get("b") >= 1 })
+	took := time.Since(cut)
+	t.Logf("standby handling %v after the black hole", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Fatalf("the standby took %v to take over from a black-holed instance, want under 1s", took)
+	}
+	natstest.Eventually(t, 10*time.Second, "b handles the new messages", func() bool { return cnt.get("b") >= 4 })
+	natstest.Eventually(t, 5*time.Second, "a fenced itself", func() bool { return evA.has(cg.EventFenced, "") })
+	bh.release()
+	publish(t, js, []string{"k1", "k2"}, 4)
+	natstest.Eventually(t, 10*time.Second, "all 12 handled", func() bool { return cnt.distinct() == 12 })
+	if a.PinID() != "" && cnt.get("a") > 4 {
+		t.Fatalf("a handled %d messages after the black hole under its old pin", cnt.get("a")-4)
+	}
+}
+
+// The fence threshold derives from the liveness interval: one too short to
+// fence safely on is refused, with what to use.
+func TestTooShortLivenessIntervalRefused(t *testing.T) {
+	_, c, _ := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", newCounter().handler("a"), cg.JoinOptions{LivenessInterval: 10 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "liveness check interval 10ms is too short: use 50ms or more") {
+		t.Fatalf("join with a 10ms liveness interval: %v", err)
+	}
+}
+
+// boundedHandler is counter.handler with acks that give up after 2s (a
+// black-holed instance's ack gets no answer until the hole lifts).
+func (c *counter) boundedHandler(name string) cg.Handler {
+	return func(_ context.Context, m *cg.Msg) {
+		md, _ := m.Metadata()
+		c.mu.Lock()
+		c.by[name]++
+		if md != nil {
+			c.seqs[md.Sequence.Stream]++
+		}
+		c.mu.Unlock()
+		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = m.DoubleAck(actx)
+	}
+}
