@@ -1,0 +1,103 @@
+package cg
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cg-dev/cg/pkg/cg/natstest"
+)
+
+// putRaw stores a group value as another tool would, bypassing cg's checks.
+func putRaw(t *testing.T, js jetstream.JetStream, bucket, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, key, []byte(value)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func findingsByCode(t *testing.T, c *Client, stream, group string) map[string]Finding {
+	t.Helper()
+	rep, err := c.Check(context.Background(), CheckScope{Stream: stream, Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Finding{}
+	for _, f := range rep.Findings {
+		out[f.Code] = f
+	}
+	return out
+}
+
+// check's hints must lead somewhere: each case below once sent the user to
+// a command that cg itself then refuses.
+func TestCheckHintsThatCgFollows(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	c := New(js)
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: "U", Subjects: []string{"u.*"}},
+		{Name: "U-g", Subjects: []string{"ug.*"}}, // the user's own stream, named like the work stream
+		{Name: "S", Subjects: []string{"s.*"}, SubjectTransform: &jetstream.SubjectTransformConfig{Source: "s.*", Destination: "{{partition(4,1)}}.s.{{wildcard(1)}}"}},
+	} {
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("foreign work stream", func(t *testing.T) {
+		// Deleting the group keeps U-g and create then refuses it: the hint
+		// must not be "delete and recreate".
+		putRaw(t, js, ElasticBucket, "U.g", `{"max_members":4,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
+		fs := findingsByCode(t, c, "U", "g")
+		f, ok := fs[CodeWorkStreamNotOwned]
+		if !ok || f.Severity != SeverityCritical {
+			t.Fatalf("no critical %s finding: %+v", CodeWorkStreamNotOwned, fs)
+		}
+		if !strings.Contains(f.Message, "U-g") || !strings.Contains(f.Message, "not made by cg") || !strings.Contains(f.Hint, "remove the stream") {
+			t.Errorf("finding: %+v", f)
+		}
+		for _, f := range fs {
+			if strings.Contains(f.Hint, "then 'cg elastic create") {
+				t.Errorf("hint sends the user to a create cg refuses: %+v", f)
+			}
+		}
+		if _, err := js.Stream(ctx, "U-g"); err != nil {
+			t.Fatalf("check touched the user's stream: %v", err)
+		}
+	})
+
+	t.Run("ceiling without work stream", func(t *testing.T) {
+		putRaw(t, js, ElasticBucket, "U.huge", `{"max_members":100000,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
+		fs := findingsByCode(t, c, "U", "huge")
+		if _, ok := fs[CodePartitionCeiling]; !ok {
+			t.Errorf("no %s finding: %+v", CodePartitionCeiling, fs)
+		}
+		f, ok := fs[CodeWorkStreamMissing]
+		if !ok {
+			t.Fatalf("no %s finding: %+v", CodeWorkStreamMissing, fs)
+		}
+		if strings.Contains(f.Hint, "create U huge 100000") || !strings.Contains(f.Hint, "at most 4096") {
+			t.Errorf("hint re-runs a create the ceiling refuses: %s", f.Hint)
+		}
+	})
+
+	t.Run("group name with a dot", func(t *testing.T) {
+		putRaw(t, js, StaticBucket, "S.x.y", `{"max_members":4,"filters":[">"],"members":["m1"]}`)
+		f, ok := findingsByCode(t, c, "S", "x.y")[CodeMemberUnusable]
+		if !ok {
+			t.Fatal("no member-unusable finding")
+		}
+		if strings.Contains(f.Hint, "without that member name") || !strings.Contains(f.Hint, "group name") {
+			t.Errorf("hint blames the member for the group's name: %s", f.Hint)
+		}
+	})
+}
