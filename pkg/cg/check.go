@@ -509,6 +509,7 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 		return append(out, fs...)
 	}
 	out = append(out, workStreamDrift(t, cfg, ws.info)...)
+	out = append(out, workStreamSettingsFindings(t, cfg, origin.info, ws.info)...)
 	cons, err := r.consumersOf(ctx, ws)
 	if err != nil {
 		return append(out, failed(err))

@@ -1,6 +1,11 @@
 package cg
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // CodeWorkStreamNotOwned: critical, the stream named like the group's work
 // stream is not one cg (or the reference) made for the group: cg neither
@@ -30,4 +35,32 @@ func workStreamFindings(t checkTarget, cfg ElasticConfig, ws *checkedStream) (ou
 			Hint:    fmt.Sprintf("delete the group ('cg elastic delete %s %s --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create", t.stream, t.group)}}, false
 	}
 	return nil, true
+}
+
+// CodeWorkStreamSettings: warning, the work stream's caps, discard policy,
+// replicas or direct get differ from what the group gives it; re-running
+// create repairs them in place.
+const CodeWorkStreamSettings = "work-stream-settings"
+
+// workStreamSettingsFindings reports the cg-managed settings of an owned
+// work stream that drifted and that workStreamDrift does not already
+// report (retention, sources), with create's repair as the hint.
+func workStreamSettingsFindings(t checkTarget, cfg ElasticConfig, origin, ws *jetstream.StreamInfo) []Finding {
+	diffs, fixable := workStreamSettingsDrift(ws.Config, workStreamConfig(origin, t.stream, t.group, cfg))
+	var keep []string
+	for _, d := range diffs {
+		if !strings.HasPrefix(d, "retention ") && !strings.HasPrefix(d, "sources ") {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("re-run the group's create ('cg elastic create %s %s %d ...' with its filters and caps): it repairs them in place", t.stream, t.group, cfg.MaxMembers)
+	if !fixable {
+		hint = fmt.Sprintf("these cannot change in place: delete the group ('cg elastic delete %s %s --force') and create it again", t.stream, t.group)
+	}
+	return []Finding{{Severity: SeverityWarning, Code: CodeWorkStreamSettings,
+		Message: fmt.Sprintf("work stream %s differs from what the group gives it: %s", ws.Config.Name, strings.Join(keep, ", ")),
+		Hint:    hint}}
 }

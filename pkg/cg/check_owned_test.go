@@ -101,3 +101,41 @@ func TestCheckHintsThatCgFollows(t *testing.T) {
 		}
 	})
 }
+
+// A work stream whose caps drifted (create repairs it) is reported, and
+// re-running create, as the hint says, clears the finding.
+func TestCheckWorkStreamSettingsDrift(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	c := New(js)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R", Subjects: []string{"r.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ElasticConfig{MaxMembers: 4, PartitioningFilters: []PartitioningFilter{{Filter: "r.*", PartitioningWildcards: []int{1}}}}
+	if _, err := c.CreateElastic(ctx, "R", "g", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]; ok {
+		t.Fatalf("fresh group: %+v", f)
+	}
+	ws, err := js.Stream(ctx, "R-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := ws.CachedInfo().Config
+	sc.MaxMsgs = 5
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]
+	if !ok || f.Severity != SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || !strings.Contains(f.Hint, "cg elastic create R g 4") {
+		t.Fatalf("drifted caps: %+v %v", f, ok)
+	}
+	if _, err := c.CreateElastic(ctx, "R", "g", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]; ok {
+		t.Fatalf("after the repairing create: %+v", f)
+	}
+}
