@@ -1,0 +1,32 @@
+package cg
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// workStreamJoinProblem refuses to start a member on a work stream that is
+// the group's (marked for it) but no longer sources the group's stream
+// through the group's transforms: with another partition count, members
+// would serve only the partitions the stored configuration names and the
+// others would fill up unconsumed; with another source they would consume
+// the wrong messages. Re-running the group's create repairs it in place.
+func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg ElasticConfig) error {
+	want := ElasticTransforms(cfg)
+	srcs := si.Config.Sources
+	if len(srcs) == 1 && srcs[0] != nil && srcs[0].Name == stream && srcs[0].FilterSubject == "" && sameTransforms(srcs[0].SubjectTransforms, want) {
+		return nil
+	}
+	have := sourcesString(srcs)
+	filters := make([]string, 0, len(cfg.PartitioningFilters))
+	for _, pf := range cfg.PartitioningFilters {
+		filters = append(filters, "--filter '"+pf.String()+"'")
+	}
+	if len(filters) == 0 {
+		filters = append(filters, "--filter '>'")
+	}
+	return fmt.Errorf("%w: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; re-run 'cg elastic create %s %s %d %s' (it repairs the work stream), or delete and recreate the group",
+		ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want), stream, group, cfg.MaxMembers, strings.Join(filters, " "))
+}
