@@ -27,6 +27,6 @@ func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg E
 	if len(filters) == 0 {
 		filters = append(filters, "--filter '>'")
 	}
-	return fmt.Errorf("%w: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; re-run 'cg elastic create %s %s %d %s' (it repairs the work stream), or delete and recreate the group",
+	return fmt.Errorf("%w: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; re-run `cg elastic create %s %s %d %s` (it repairs the work stream), or delete and recreate the group",
 		ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want), stream, group, cfg.MaxMembers, strings.Join(filters, " "))
 }
