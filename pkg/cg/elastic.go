@@ -166,7 +166,11 @@ func (c *Client) existingElastic(ctx context.Context, si *jetstream.StreamInfo, 
 	res.Transforms = ElasticTransforms(existing)
 	// Make sure the work stream is there too (it may have been lost) and
 	// repair what drifted.
-	_, res.Repaired, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
+	var remade bool
+	remade, res.Repaired, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
+	if remade {
+		res.Repaired = []string{remadeWorkStream(stream)}
+	}
 	return res, err
 }
 

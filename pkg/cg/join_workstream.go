@@ -30,3 +30,9 @@ func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg E
 	return fmt.Errorf("%w: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; re-run `cg elastic create %s %s %d %s` (it repairs the work stream), or delete and recreate the group",
 		ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want), stream, group, cfg.MaxMembers, strings.Join(filters, " "))
 }
+
+// remadeWorkStream is what a create over a stored group reports when it
+// had to make the lost work stream again.
+func remadeWorkStream(stream string) string {
+	return fmt.Sprintf("missing, remade (it sources %s from its start: messages already handled come again)", stream)
+}
