@@ -2,6 +2,7 @@ package cg
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -137,5 +138,25 @@ func TestCheckWorkStreamSettingsDrift(t *testing.T) {
 	}
 	if f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]; ok {
 		t.Fatalf("after the repairing create: %+v", f)
+	}
+}
+
+// info over a stream named like the work stream but not the group's
+// refuses in one line instead of showing the user's messages as the
+// group's backlog.
+func TestElasticInfoForeignWorkStream(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	c := New(js)
+	for _, sc := range []jetstream.StreamConfig{{Name: "U", Subjects: []string{"u.*"}}, {Name: "U-g", Subjects: []string{"ug.*"}}} {
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putRaw(t, js, ElasticBucket, "U.g", `{"max_members":4,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
+	_, err := c.ElasticInfo(ctx, "U", "g")
+	if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "U-g") {
+		t.Fatalf("info: %v", err)
 	}
 }

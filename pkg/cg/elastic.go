@@ -632,6 +632,9 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		return gi, err
 	}
 	wsi := ws.CachedInfo()
+	if ok, why := WorkStreamOwned(wsi, stream, group, &cfg); !ok && foreignWorkStream(wsi, stream) {
+		return gi, notOwned("stream", gi.WorkStream, fmt.Sprintf("elastic group %q on %s", group, stream), why, "its messages are not the group's, so info does not show them; rename the group or remove the stream")
+	}
 	if len(wsi.Sources) > 0 && wsi.Sources[0] != nil {
 		lag := wsi.Sources[0].Lag
 		gi.SourcingLag = &lag

@@ -36,3 +36,16 @@ func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg E
 func remadeWorkStream(stream string) string {
 	return fmt.Sprintf("missing, remade (it sources %s from its start: messages already handled come again)", stream)
 }
+
+// foreignWorkStream reports a stream named like a group's work stream that
+// is plainly something else: marked for another group, or not a work-queue
+// stream sourcing stream alone. info refuses to show such a stream's
+// messages as the group's; a work stream that is the group's in all but its
+// transforms is still shown (check reports the drift).
+func foreignWorkStream(si *jetstream.StreamInfo, stream string) bool {
+	if isMarked(si.Config.Metadata) {
+		return true // WorkStreamOwned said it is marked, and not for this group
+	}
+	srcs := si.Config.Sources
+	return si.Config.Retention != jetstream.WorkQueuePolicy || len(srcs) != 1 || srcs[0] == nil || srcs[0].Name != stream
+}
