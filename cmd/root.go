@@ -134,6 +134,11 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && !errors.Is(err, exitcode.ErrSilent) {
 		msg := err.Error()
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) && cmd != nil {
+			// SIGINT/SIGTERM cancelled the command's context: say so, not
+			// the raw "context canceled" of whichever request it cut.
+			msg = "interrupted (SIGINT or SIGTERM) before '" + cmd.CommandPath() + "' finished"
+		}
 		// A refused request only times out; the server said why, apart.
 		if r := f.Refused(); r != "" && !exitcode.IsUsage(err) && !strings.Contains(msg, r) {
 			msg += "; the server refused: " + r

@@ -101,6 +101,10 @@ Findings, by code (severity):
   work-stream-missing (critical)         elastic: the work stream <stream>-<group> is gone
   work-stream-drift (critical)           elastic: its source, transforms or retention
                                          differ from what the configuration gives
+  work-stream-not-owned (critical)       elastic: a stream named <stream>-<group> exists
+                                         but is not the group's; cg leaves it alone
+  work-stream-settings (warning)         elastic: its caps, discard, replicas or direct
+                                         get drifted; re-running create repairs them
   work-stream-source-error (critical)    elastic: the server cannot source the stream
   partition-unowned (critical)           no member owns some partitions (an elastic
                                          group with no members; a warning while

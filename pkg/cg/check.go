@@ -504,12 +504,12 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 	switch {
 	case ws.err != nil:
 		return append(out, failed(ws.err))
-	case ws.missing:
-		return append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamMissing,
-			Message: fmt.Sprintf("work stream %s is missing: nothing is sourced from %s and no member can consume", wsName, t.stream),
-			Hint:    fmt.Sprintf("run the group's 'cg elastic create %s %s %d ...' again (it remakes a lost work stream), or delete and recreate the group", t.stream, t.group, cfg.MaxMembers)})
+	}
+	if fs, ok := workStreamFindings(t, cfg, ws); !ok {
+		return append(out, fs...)
 	}
 	out = append(out, workStreamDrift(t, cfg, ws.info)...)
+	out = append(out, workStreamSettingsFindings(t, cfg, origin.info, ws.info)...)
 	cons, err := r.consumersOf(ctx, ws)
 	if err != nil {
 		return append(out, failed(err))

@@ -31,9 +31,13 @@ func limitFindings(t checkTarget, cfg GroupConfig) []Finding {
 			name = StaticConsumerName(t.group, m)
 		}
 		if p := ConsumerNameProblem(name); p != "" {
+			without := " without that member name"
+			if t.kind == "static" && ConsumerNameProblem(t.group) != "" {
+				without = " under a group name without '.', '*', '>' or white space (the group's name is in every member's consumer name)"
+			}
 			out = append(out, Finding{Severity: SeverityCritical, Code: CodeMemberUnusable, Member: m, Partitions: l.parts[m],
 				Message: fmt.Sprintf("member %q can never run: %s, so its partitions %s are consumed by no one", m, p, Ranges(l.parts[m])),
-				Hint:    recreate + " without that member name"})
+				Hint:    recreate + without})
 			continue
 		}
 		if cfg.PartitionCount() <= MaxPartitions {

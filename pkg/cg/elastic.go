@@ -166,7 +166,11 @@ func (c *Client) existingElastic(ctx context.Context, si *jetstream.StreamInfo, 
 	res.Transforms = ElasticTransforms(existing)
 	// Make sure the work stream is there too (it may have been lost) and
 	// repair what drifted.
-	_, res.Repaired, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
+	var remade bool
+	remade, res.Repaired, err = c.ensureWorkStream(ctx, si, stream, group, existing, true)
+	if remade {
+		res.Repaired = []string{remadeWorkStream(stream)}
+	}
 	return res, err
 }
 
@@ -628,6 +632,9 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		return gi, err
 	}
 	wsi := ws.CachedInfo()
+	if ok, why := WorkStreamOwned(wsi, stream, group, &cfg); !ok && foreignWorkStream(wsi, stream) {
+		return gi, notOwned("stream", gi.WorkStream, fmt.Sprintf("elastic group %q on %s", group, stream), why, "its messages are not the group's, so info does not show them; rename the group or remove the stream")
+	}
 	if len(wsi.Sources) > 0 && wsi.Sources[0] != nil {
 		lag := wsi.Sources[0].Lag
 		gi.SourcingLag = &lag

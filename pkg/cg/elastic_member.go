@@ -62,6 +62,8 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		return nil, fmt.Errorf("%w: work stream %s of elastic group %q: %v; delete and recreate the group", ErrStreamNotFound, m.cstream, group, err)
 	} else if ok, why := WorkStreamOwned(ws.CachedInfo(), stream, group, &cfg); !ok {
 		return nil, notOwned("stream", m.cstream, fmt.Sprintf("elastic group %q on %s", group, stream), why, "the group cannot be consumed until it is removed")
+	} else if err := workStreamJoinProblem(ws.CachedInfo(), stream, group, cfg); err != nil {
+		return nil, err
 	}
 	m.elastic = cfg
 	m.ctx, m.cancel = context.WithCancel(context.Background())

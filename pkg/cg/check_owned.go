@@ -1,0 +1,66 @@
+package cg
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// CodeWorkStreamNotOwned: critical, the stream named like the group's work
+// stream is not one cg (or the reference) made for the group: cg neither
+// consumes nor deletes it, so deleting and recreating the group cannot help.
+const CodeWorkStreamNotOwned = "work-stream-not-owned"
+
+// workStreamFindings reports a work stream that is missing or is not the
+// group's, with a hint cg itself will follow: create remakes a missing
+// work stream only under the partition ceiling, and neither delete nor
+// create touches a stream cg did not make for the group. ok is false when
+// the caller should look no further at the stream.
+func workStreamFindings(t checkTarget, cfg ElasticConfig, ws *checkedStream) (out []Finding, ok bool) {
+	wsName := WorkStreamName(t.stream, t.group)
+	if ws.missing {
+		hint := fmt.Sprintf("run the group's 'cg elastic create %s %s %d ...' again (it remakes a lost work stream), or delete and recreate the group", t.stream, t.group, cfg.MaxMembers)
+		if cfg.PartitionCount() > MaxPartitions {
+			out = append(out, limitFindings(t, cfg)...)
+			hint = fmt.Sprintf("delete the group ('cg elastic delete %s %s --force') and create it again with at most %d partitions", t.stream, t.group, MaxPartitions)
+		}
+		return append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamMissing,
+			Message: fmt.Sprintf("work stream %s is missing: nothing is sourced from %s and no member can consume", wsName, t.stream),
+			Hint:    hint}), false
+	}
+	if owned, why := WorkStreamOwned(ws.info, t.stream, t.group, &cfg); !owned {
+		return []Finding{{Severity: SeverityCritical, Code: CodeWorkStreamNotOwned,
+			Message: fmt.Sprintf("stream %s exists but was not made by cg for elastic group %q on %s (%s): cg neither consumes nor deletes it, so the group takes in nothing", wsName, t.group, t.stream, why),
+			Hint:    fmt.Sprintf("delete the group ('cg elastic delete %s %s --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create", t.stream, t.group)}}, false
+	}
+	return nil, true
+}
+
+// CodeWorkStreamSettings: warning, the work stream's caps, discard policy,
+// replicas or direct get differ from what the group gives it; re-running
+// create repairs them in place.
+const CodeWorkStreamSettings = "work-stream-settings"
+
+// workStreamSettingsFindings reports the cg-managed settings of an owned
+// work stream that drifted and that workStreamDrift does not already
+// report (retention, sources), with create's repair as the hint.
+func workStreamSettingsFindings(t checkTarget, cfg ElasticConfig, origin, ws *jetstream.StreamInfo) []Finding {
+	diffs, fixable := workStreamSettingsDrift(ws.Config, workStreamConfig(origin, t.stream, t.group, cfg))
+	var keep []string
+	for _, d := range diffs {
+		if !strings.HasPrefix(d, "retention ") && !strings.HasPrefix(d, "sources ") {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("re-run the group's create ('cg elastic create %s %s %d ...' with its filters and caps): it repairs them in place", t.stream, t.group, cfg.MaxMembers)
+	if !fixable {
+		hint = fmt.Sprintf("these cannot change in place: delete the group ('cg elastic delete %s %s --force') and create it again", t.stream, t.group)
+	}
+	return []Finding{{Severity: SeverityWarning, Code: CodeWorkStreamSettings,
+		Message: fmt.Sprintf("work stream %s differs from what the group gives it: %s", ws.Config.Name, strings.Join(keep, ", ")),
+		Hint:    hint}}
+}
