@@ -106,13 +106,13 @@ Findings, by code (severity):
   work-stream-settings (warning)         elastic: its caps, discard, replicas or direct
                                          get drifted; re-running create repairs them
   work-stream-source-error (critical)    elastic: the server cannot source the stream
-  partition-unowned (critical)           no member owns some partitions (an elastic
-                                         group with no members; a warning while
-                                         nothing waits in its work stream)
+  partition-unowned (critical)           no member owns some partitions (a warning for
+                                         an elastic group never given members: its work
+                                         stream keeps the messages for them)
   partition-unserved (critical)          a member has no live instance and messages wait
                                          on its partitions
   member-no-instance (warning)           a member has no live instance; nothing waits
-                                         for it yet
+                                         for it yet, or it never ran (a new group)
   consumer-filter-drift (critical)       a member consumer's filters differ from what
                                          the configuration gives the member
   consumer-priority-drift (critical)     a member consumer is not pinned in priority

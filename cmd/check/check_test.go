@@ -275,15 +275,19 @@ func TestElasticGroupHealth(t *testing.T) {
 	}
 	e.mustRun("elastic", "create", "EV", "eg", "4", "--filter", "ev.*:1")
 
-	// No members: nobody owns a partition. Right after create nothing
-	// waits, so that is a warning (whatever create accepts, check does
-	// not call critical); once messages wait in the work stream, critical.
+	// No members: nobody owns a partition. A group that was never given
+	// members is not started yet rather than broken, so that is a warning
+	// (whatever create accepts, check does not call critical), saying how
+	// many messages wait in the work stream for the members to come.
 	f := e.expect(1, "partition-unowned", "", "EV", "eg")
 	if len(f.Partitions) != 4 || f.Kind != "elastic" {
 		t.Fatalf("unowned: %+v", f)
 	}
 	e.publishTo("ev", 1, 4)
-	e.eventually(2, "partition-unowned", "", "EV", "eg")
+	natstest.Eventually(t, 10*time.Second, "the unowned warning counts the message waiting in the work stream", func() bool {
+		f := e.expect(1, "partition-unowned", "", "EV", "eg")
+		return strings.Contains(f.Message, "1 message waits in the work stream")
+	})
 	if wq, err := e.js.Stream(ctx, "EV-eg"); err != nil || wq.Purge(ctx) != nil {
 		t.Fatalf("purge the work stream: %v", err)
 	}
@@ -407,5 +411,42 @@ func TestCouldNotCheck(t *testing.T) {
 	}
 	if r := clitest.Run(t, cmd.Run, env, "check", "--help"); r.Code != 0 || !strings.Contains(r.Out, "3 UNKNOWN") {
 		t.Fatalf("--help: exit %d", r.Code)
+	}
+}
+
+// A group created over a stream that already holds messages, none of
+// whose members has run yet, is new rather than broken: check warns, with
+// the messages waiting, and does not call it critical (whatever create
+// accepts, check does not call critical). Once a member has run and gone,
+// messages waiting for it are critical again (TestStaticGroupHealth).
+func TestCheckRightAfterCreateOnAFullStream(t *testing.T) {
+	e := newEnv(t)
+	e.partitioned("ORDERS", 4)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < 4; p++ {
+		e.publishTo("orders", p, 4)
+		e.publishTo("ev", p, 4)
+	}
+	e.mustRun("static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
+	e.mustRun("elastic", "create", "EV", "eg", "4", "--filter", "ev.*:1")
+	natstest.Eventually(t, 10*time.Second, "the work stream sources the 4 messages", func() bool {
+		ws, err := e.js.Stream(ctx, "EV-eg")
+		return err == nil && ws.CachedInfo().State.Msgs == 4
+	})
+	exit, rep := e.check()
+	if exit != 1 {
+		t.Fatalf("check right after create: exit %d, want 1 (warnings): %s", exit, dump(rep))
+	}
+	for _, m := range []string{"m1", "m2"} {
+		f, ok := find(rep, "member-no-instance", m)
+		if !ok || !strings.Contains(f.Message, "never run") || !strings.Contains(f.Hint, "cg static consume ORDERS g "+m) {
+			t.Errorf("member %s: want a never-run warning with the consume hint: %+v", m, f)
+		}
+	}
+	if f, ok := find(rep, "partition-unowned", ""); !ok || f.Severity != "warning" || !strings.Contains(f.Message, "4 messages wait") {
+		t.Errorf("elastic group with no members: want a warning counting 4 waiting messages: %+v", f)
 	}
 }

@@ -587,11 +587,17 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 			hint = fmt.Sprintf("static membership never changes: delete and recreate the group with members ('cg static delete %s %s --force')", t.stream, t.group)
 		}
 		sev, effect := SeverityCritical, ": their messages are consumed by no one"
-		if t.kind == "elastic" && st.info.State.Msgs == 0 {
+		switch {
+		case t.kind == "elastic" && st.info.State.Msgs == 0:
 			// An elastic group is created with no members, and its work
 			// stream keeps what it sources until they are added: nothing
 			// is lost yet, as with a member that has no instance.
 			sev, effect = SeverityWarning, ": nothing waits for them yet; messages wait in the work stream until members are added"
+		case t.kind == "elastic" && len(cfg.MemberNames()) == 0:
+			// Not started yet rather than broken: what create accepts,
+			// check does not call critical. The work stream keeps the
+			// messages for the members to come.
+			sev, effect = SeverityWarning, fmt.Sprintf(" yet: %s in the work stream for the members to come", plural(st.info.State.Msgs, "message waits", "messages wait"))
 		}
 		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
 			Message: what + effect, Hint: hint})
@@ -643,6 +649,13 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		case err != nil:
 			f.Severity, f.Code = SeverityUnknown, CodeCheckFailed
 			f.Message = fmt.Sprintf("member %s has no live instance (%s), and whether messages wait for it is unknown: %v", m, why, err)
+			f.Hint = consume(m)
+		case (backlog > 0 || !known) && ci == nil && t.kind == "static" && !r.c.hasRun(ctx, t.stream, t.group, m):
+			// Never started (no consumer, no saved position): the group
+			// is new, not broken; what create accepts, check does not
+			// call critical. Once the member has run, this is critical.
+			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
+			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, Ranges(parts))
 			f.Hint = consume(m)
 		case backlog > 0 || !known:
 			f.Severity, f.Code = SeverityCritical, CodePartitionUnserved

@@ -124,3 +124,18 @@ func (m *Member) startAfter(ctx context.Context, cc *jetstream.ConsumerConfig) s
 	cc.OptStartSeq = p.AckFloor + 1
 	return "consumer recreated after inactivity, resuming after stream sequence " + strconv.FormatUint(p.AckFloor, 10) + " (saved " + p.Saved.Format(time.RFC3339) + ")"
 }
+
+// hasRun reports whether a static member has run before: it saved a
+// position (a lookup that fails counts as yes, so check errs on the side
+// of alarm).
+func (c *Client) hasRun(ctx context.Context, stream, group, member string) bool {
+	kv, err := c.js.KeyValue(ctx, PositionsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	_, err = kv.Get(ctx, positionKey(stream, group, member))
+	return !errors.Is(err, jetstream.ErrKeyNotFound)
+}
