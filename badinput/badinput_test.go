@@ -252,7 +252,7 @@ func cases(t *testing.T, url string) []badCase {
 		{name: "step-down of a member that never joined", args: []string{"static", "step-down", "ORDERS", "sg", "m1"}, code: 0,
 			want: []string{`nothing to step down: member "m1" has no consumer sg-m1: no instance is running`}},
 		{name: "work stream gone, info", args: []string{"elastic", "info", "PLAIN", "orphan"}, code: 1,
-			want: []string{"work stream PLAIN-orphan", "missing", "delete and recreate"}},
+			want: []string{"work stream PLAIN-orphan", "missing", "re-run the group's create"}},
 		{name: "work stream gone, consume", args: []string{"elastic", "consume", "PLAIN", "orphan", "a"}, code: 1,
 			want: []string{"work stream PLAIN-orphan", "delete and recreate"}},
 		{name: "unstamped stream for a static group", args: []string{"static", "create", "balanced", "PLAIN", "g", "10", "m1"}, code: 1,

@@ -529,6 +529,9 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 	var out []Finding
 	name := si.Config.Name
 	recreate := fmt.Sprintf("delete and recreate the group ('cg elastic delete %s %s --force', then 'cg elastic create ...')", t.stream, t.group)
+	// Sources and transforms are repaired in place by re-running create;
+	// retention cannot be changed on an existing stream.
+	repair := fmt.Sprintf("re-run the group's 'cg elastic create %s %s %d ...' (it repairs the work stream's sources), or %s", t.stream, t.group, cfg.MaxMembers, recreate)
 	if si.Config.Retention != jetstream.WorkQueuePolicy {
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s has %s retention, not work-queue: consumed messages are never removed and the buffer caps do not hold", name, si.Config.Retention),
@@ -546,7 +549,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %v, not exactly the group's stream %s", name, names, t.stream),
-			Hint:    recreate})
+			Hint:    repair})
 	case srcs[0].FilterSubject != "" || !sameTransforms(srcs[0].SubjectTransforms, want):
 		have := formatTransforms(srcs[0].SubjectTransforms)
 		if srcs[0].FilterSubject != "" {
@@ -554,7 +557,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %s through %s, but the group's configuration gives %s: messages land on the wrong partitions or not at all", name, t.stream, have, formatTransforms(want)),
-			Hint:    recreate})
+			Hint:    repair})
 	}
 	for _, s := range si.Sources {
 		if s != nil && s.Error != nil {

@@ -362,3 +362,13 @@ func FormatMappings(mms []MemberMapping) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// changedFrom names what a stored static configuration changed, new value
+// first: "members [m1 m2] (was [m1])".
+func changedFrom(old, cur StaticConfig) []string {
+	out := cur.Diff(old)
+	for i, d := range out {
+		out[i] = strings.Replace(d, " (asked ", " (was ", 1)
+	}
+	return out
+}

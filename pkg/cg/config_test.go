@@ -445,3 +445,14 @@ func TestConfigJSONReference(t *testing.T) {
 	}
 	t.Logf("%d configurations round-trip through pcgroups.StaticConsumerGroupConfig byte for byte", len(cfgs))
 }
+
+// A member stopped by a changed static config names the new value first
+// and what it was, not the create-time "(asked …)" wording reversed.
+func TestChangedFromNamesNewThenOld(t *testing.T) {
+	old := StaticConfig{MaxMembers: 4, Members: []string{"m1", "m2"}}
+	cur := StaticConfig{MaxMembers: 4, Members: []string{"m1", "m2", "m3"}}
+	got := strings.Join(changedFrom(old, cur), "; ")
+	if got != "members [m1 m2 m3] (was [m1 m2])" {
+		t.Fatalf("changedFrom = %q", got)
+	}
+}

@@ -627,7 +627,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 			return gi, fmt.Errorf("%w: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; delete it ('cg elastic delete %s %s')", ErrStreamNotFound, group, gi.WorkStream, stream, group)
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return gi, fmt.Errorf("%w: work stream %s of elastic group %q is missing; delete and recreate the group", ErrStreamNotFound, gi.WorkStream, group)
+			return gi, fmt.Errorf("%w: work stream %s of elastic group %q is missing; re-run the group's create to remake it (it sources %s again from its start), or delete the group", ErrStreamNotFound, gi.WorkStream, group, stream)
 		}
 		return gi, err
 	}

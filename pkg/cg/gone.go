@@ -85,7 +85,7 @@ func (m *Member) checkStaticConsumer() (stopped bool) {
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: "member consumer " + m.consumer + " was deleted; reading the group to recreate it: " + err.Error()})
 		return false
 	case !cfg.Equal(m.static):
-		go m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), m.static.Diff(cfg)), "configuration changed")
+		go m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), changedFrom(m.static, cfg)), "configuration changed")
 		return true
 	}
 	// Safe to recreate: the group is still the one this instance joined.

@@ -770,7 +770,7 @@ func (m *Member) watchStatic() {
 				return
 			}
 			if !cfg.Equal(m.static) {
-				go m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), m.static.Diff(cfg)), "configuration changed")
+				go m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), changedFrom(m.static, cfg)), "configuration changed")
 				return
 			}
 		}
