@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -46,7 +46,7 @@ func TestStartEmbeddedKeepsAGivenStore(t *testing.T) {
 func TestStartEmbeddedRejects(t *testing.T) {
 	for _, o := range []Options{{Host: "0.0.0.0"}, {Host: "example.com"}, {Port: -1}, {Port: 70000}} {
 		_, err := StartEmbedded(o)
-		if !exitcode.IsUsage(err) {
+		if !cmdutil.IsUsage(err) {
 			t.Errorf("%+v: err = %v, want a usage error", o, err)
 		}
 	}

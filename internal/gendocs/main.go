@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cg-dev/cg/cmd"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
 )
 
 // manDate is the date in every man page's header. It is fixed, not

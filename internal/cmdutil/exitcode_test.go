@@ -1,4 +1,4 @@
-package exitcode
+package cmdutil
 
 import (
 	"errors"

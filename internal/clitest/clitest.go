@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/iostreams"
 )
 
 // RunFunc is cmd.Run; passed in to keep this package below cmd.

@@ -18,7 +18,7 @@ func TestDocsUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sub := range []string{"cli", "man"} {
-		if diff := compareDirs(filepath.Join(got, sub), filepath.Join("..", "..", "..", "docs", sub)); diff != "" {
+		if diff := compareDirs(filepath.Join(got, sub), filepath.Join("..", "..", "docs", sub)); diff != "" {
 			t.Errorf("docs/%s is out of date: run 'make docs'\n%s", sub, diff)
 		}
 	}

@@ -1,6 +1,6 @@
-// Package flagx has flag value types that refuse bad input with a message
-// saying what was wrong and what a good value looks like.
-package flagx
+// Flag values that refuse bad input with a message saying what was wrong
+// and what a good value looks like.
+package cmdutil
 
 import (
 	"fmt"

@@ -22,7 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -69,7 +69,7 @@ func (f *Factory) AddConnFlags(fs *pflag.FlagSet) {
 	if v := f.Env("NATS_TIMEOUT"); v != "" {
 		d, err := ParseTimeout(v)
 		if err != nil {
-			o.envTimeoutErr = exitcode.UsageErrorf("NATS_TIMEOUT=%q: %w", v, err)
+			o.envTimeoutErr = cmdutil.UsageErrorf("NATS_TIMEOUT=%q: %w", v, err)
 		} else {
 			o.Timeout = d
 		}
@@ -163,7 +163,7 @@ func (f *Factory) resolve() (*target, error) {
 	password := f.pick(o.Password, "NATS_PASSWORD")
 	cert, key := f.pick(o.TLSCert, "NATS_CERT"), f.pick(o.TLSKey, "NATS_KEY")
 	if (cert == "") != (key == "") {
-		return nil, exitcode.UsageErrorf("--tlscert and --tlskey go together: give both or neither")
+		return nil, cmdutil.UsageErrorf("--tlscert and --tlskey go together: give both or neither")
 	}
 
 	copts := []natscontext.Option{
@@ -405,8 +405,8 @@ func (t *target) scrub(err error) error {
 	if msg == err.Error() {
 		return err
 	}
-	if exitcode.IsUsage(err) {
-		return exitcode.UsageErrorf("%s", msg)
+	if cmdutil.IsUsage(err) {
+		return cmdutil.UsageErrorf("%s", msg)
 	}
 	return errors.New(msg)
 }

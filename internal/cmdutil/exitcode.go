@@ -1,10 +1,13 @@
-// Package exitcode decides, in one place, what cg's exit status is for the
+// Package cmdutil holds the CLI's shared rules: exit codes, flag values
+// that refuse bad input plainly, and error wording.
+//
+// Code decides, in one place, what cg's exit status is for the
 // error a command returned, and gives commands the error kinds that change
 // it: usage errors (exit 2, with a hint to read --help), silent errors
 // (exit 1, for a command that already told the user what went wrong), and
 // coded errors, for a command whose status follows another convention
 // (cg check: the monitoring plugins' 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN).
-package exitcode
+package cmdutil
 
 import (
 	"errors"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 )
@@ -112,8 +112,8 @@ func TestResolveErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
-			if exitcode.IsUsage(err) != tt.usage {
-				t.Fatalf("usage error = %v, want %v", exitcode.IsUsage(err), tt.usage)
+			if cmdutil.IsUsage(err) != tt.usage {
+				t.Fatalf("usage error = %v, want %v", cmdutil.IsUsage(err), tt.usage)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -79,7 +79,7 @@ func TestCredentialSettings(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
-			if exitcode.IsUsage(err) {
+			if cmdutil.IsUsage(err) {
 				t.Errorf("a connection setting's error is not a usage error: %v", err)
 			}
 			for _, secret := range []string{string(seed)[:20], string(damaged)[:20], "eyJ0eXAi"} {
