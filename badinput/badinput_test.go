@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
-	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
 // Stored values no implementation can use, under keys cg will be asked about.
@@ -34,8 +34,7 @@ const (
 //	elastic keys PLAIN.broken (not JSON) and PLAIN.badwc (wildcard 7 of 1)
 func world(t *testing.T) (url string, js jetstream.JetStream) {
 	t.Helper()
-	s := natstest.RunServer(t)
-	_, js = natstest.JetStream(t, s)
+	s, js, _ := clitest.Server(t)
 	ctx := context.Background()
 	must := func(_ any, err error) {
 		t.Helper()

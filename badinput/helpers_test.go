@@ -17,17 +17,18 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/internal/cliproc"
+	"github.com/cg-dev/cg/cmd"
+	"github.com/cg-dev/cg/internal/clitest"
 )
 
-func TestMain(m *testing.M) { cliproc.Main(m) }
+func TestMain(m *testing.M) { clitest.Main(m, cmd.Main) }
 
-type result = cliproc.Result
+type result = clitest.Result
 
-// run runs cg as a separate process (see cliproc.Run).
+// run runs cg as a separate process (see clitest.Exec).
 func run(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	return cliproc.Run(t, env, args...)
+	return clitest.Exec(t, env, args...)
 }
 
 // usageHint is the line cg adds after a usage error.

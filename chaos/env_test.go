@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cg-dev/cg/internal/clitest"
 )
 
 const (
@@ -372,28 +374,14 @@ func (e *env) steady(since time.Time, k int, members ...string) {
 // of every instance when timeout (or the scenario's deadline) passes.
 func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	if d, ok := e.ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: timed out after %v waiting for %s\n%s", e.name, timeout, what, e.dump())
-		}
-		time.Sleep(25 * time.Millisecond)
+	if !clitest.Poll(e.ctx, timeout, cond) {
+		e.t.Fatalf("%s: timed out after %v waiting for %s\n%s", e.name, timeout, what, e.dump())
 	}
 }
 
 // poll is waitFor that reports a timeout instead of failing.
 func (e *env) poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) || e.ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return true
+	return clitest.Poll(e.ctx, timeout, cond)
 }
 
 // dump describes every instance and member consumer, for a failure.

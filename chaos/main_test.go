@@ -20,9 +20,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cg-dev/cg/internal/clitest"
 )
 
 var (
@@ -51,19 +52,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cgBin = filepath.Join(dir, "cg")
 	// -race costs a few seconds of linking (the compile is cached by the
 	// e2e build) and roughly doubles the members' CPU; CG_CHAOS_RACE=0
 	// skips it on a machine that cannot afford it.
 	raceBuilt = os.Getenv("CG_CHAOS_RACE") != "0"
-	args := []string{"build", "-o", cgBin}
-	if raceBuilt {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "..")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	start := time.Now()
-	if err := build.Run(); err != nil {
+	if cgBin, err = clitest.Build(dir, raceBuilt); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: building cg:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)

@@ -13,8 +13,9 @@ import (
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// The headers cg publish stamps and consume --verify reads (kept here:
-// cmd/internal/traffic is internal to cmd).
+// The headers cg publish stamps and consume --verify reads, spelled out
+// rather than taken from internal/traffic, so that a rename there fails
+// here.
 const (
 	keyHeader    = "Cg-Key"
 	keySeqHeader = "Cg-Key-Seq"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestServerRestart(t *testing.T) {
 	needBinary(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := clitest.FreePort(t)
 	opts := func() *server.Options {
 		o := natstest.Options(dir)
 		o.Port = port

@@ -2,7 +2,7 @@ package chaos
 
 import (
 	"fmt"
-	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -67,14 +68,10 @@ func startCluster(t *testing.T, n int) *natstest.Cluster {
 	for attempt := 1; ; attempt++ {
 		c, err := tryCluster(t, n)
 		if err == nil {
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				for _, s := range c.Servers {
-					if s.JetStreamIsLeader() {
-						return c
-					}
-				}
-				time.Sleep(50 * time.Millisecond)
+			if clitest.Poll(nil, 30*time.Second, func() bool {
+				return slices.ContainsFunc(c.Servers, (*server.Server).JetStreamIsLeader)
+			}) {
+				return c
 			}
 			err = fmt.Errorf("no JetStream meta leader after 30s")
 		}
@@ -92,7 +89,7 @@ func tryCluster(t *testing.T, n int) (*natstest.Cluster, error) {
 	ports := make([]int, n)
 	routes := make([]string, n)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = clitest.FreePort(t)
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i])
 	}
 	c := &natstest.Cluster{}
@@ -111,16 +108,6 @@ func tryCluster(t *testing.T, n int) (*natstest.Cluster, error) {
 		c.Servers = append(c.Servers, s)
 	}
 	return c, nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // errLog keeps what a server warns about, to say why it did not start.

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
@@ -122,16 +122,6 @@ func closedPortURL(t *testing.T, userinfo string) string {
 	addr := l.Addr().String()
 	l.Close()
 	return "nats://" + userinfo + addr
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestHelpVersionAndUsageErrorsNeverConnect(t *testing.T) {
@@ -393,27 +383,9 @@ func TestUserPassword(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer written by a running command and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestServerCommand(t *testing.T) {
-	port := freePort(t)
-	var stdout, stderr syncBuffer
+	port := clitest.FreePort(t)
+	var stdout, stderr clitest.SyncBuffer
 	ios := &iostreams.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
@@ -32,10 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cgBin = filepath.Join(dir, "cg")
-	build := exec.Command("go", "build", "-race", "-o", cgBin, "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if cgBin, err = clitest.Build(dir, true); err != nil {
 		fmt.Fprintln(os.Stderr, "building cg:", err)
 		os.Exit(1)
 	}
@@ -138,8 +135,7 @@ func (in *instance) wait(t *testing.T) error {
 }
 
 func setup(t *testing.T) (string, jetstream.JetStream) {
-	s := natstest.RunServer(t)
-	_, js := natstest.JetStream(t, s)
+	s, js, _ := clitest.Server(t)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "ORDERS", Subjects: []string{"orders.*"},
@@ -271,13 +267,9 @@ func TestSIGTERMHandsOverAtOnce(t *testing.T) {
 	if err := pinned.wait(t); err != nil {
 		t.Fatalf("SIGTERM'd instance exited with %v, want 0", err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for standby.count() <= 20 {
-		if time.Now().After(deadline) {
-			ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
-			t.Fatalf("standby did not take over: %+v %v", ms, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !clitest.Poll(nil, 15*time.Second, func() bool { return standby.count() > 20 }) {
+		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		t.Fatalf("standby did not take over: %+v %v", ms, err)
 	}
 	n := pub.finish()
 	waitAll(t, js, n, pinned, standby)
@@ -326,19 +318,15 @@ func TestSIGKILLFailsOverByPinnedTTL(t *testing.T) {
 // shows the member's state when they do not.
 func waitAll(t *testing.T, js jetstream.JetStream, n int, a, b *instance) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	settled := func() bool {
 		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
 		return err == nil && ms.Pending == 0 && ms.AckPending == 0
 	}
-	for a.count()+b.count() < n || !settled() {
-		if time.Now().After(deadline) {
-			ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
-			b.mu.Lock()
-			tail := b.raw[max(0, len(b.raw)-3):]
-			b.mu.Unlock()
-			t.Fatalf("handled %d+%d of %d; member %+v %v; last lines of %s: %q", a.count(), b.count(), n, ms, err, b.name, tail)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !clitest.Poll(nil, 20*time.Second, func() bool { return a.count()+b.count() >= n && settled() }) {
+		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		b.mu.Lock()
+		tail := b.raw[max(0, len(b.raw)-3):]
+		b.mu.Unlock()
+		t.Fatalf("handled %d+%d of %d; member %+v %v; last lines of %s: %q", a.count(), b.count(), n, ms, err, b.name, tail)
 	}
 }

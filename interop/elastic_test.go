@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -70,11 +71,11 @@ func (e *env) consumerState() string {
 // lost partitions has let go of them).
 func (e *env) waitConverged(timeout time.Duration, what string) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var missing []string
+	converged := func() bool {
 		ref := e.elasticConfig()
 		ok := true
-		var missing []string
+		missing = nil
 		cfg := cgConfigOf(ref)
 		for _, m := range cfg.MemberNames() {
 			// Either implementation's filters (they differ for mapped
@@ -87,13 +88,10 @@ func (e *env) waitConverged(timeout time.Duration, what string) {
 				missing = append(missing, m)
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not converged after %v (members %v not consuming their partitions):\n  %s", what, timeout, missing, e.consumerState())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return ok
+	}
+	if !clitest.Poll(nil, timeout, converged) {
+		e.t.Fatalf("%s: not converged after %v (members %v not consuming their partitions):\n  %s", what, timeout, missing, e.consumerState())
 	}
 }
 

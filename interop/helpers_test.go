@@ -5,12 +5,9 @@
 package interop_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +22,7 @@ import (
 	"github.com/synadia-io/orbit.go/pcgroups"
 
 	"github.com/cg-dev/cg/cmd"
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
@@ -34,7 +32,7 @@ func refConsumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{MaxAckPending: 1, AckWait: 2 * time.Second, AckPolicy: jetstream.AckExplicitPolicy}
 }
 
-// Header names cg's publisher stamps (cmd/internal/traffic), so that
+// Header names cg's publisher stamps (internal/traffic), so that
 // `consume --verify` could read our traffic too.
 const (
 	keyHeader    = "Cg-Key"
@@ -57,14 +55,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := natstest.RunServer(t)
-	_, js := natstest.JetStream(t, s)
-	return &env{t: t, s: s, js: js, cli: func(k string) string {
-		if k == "NATS_URL" {
-			return s.ClientURL()
-		}
-		return ""
-	}}
+	s, js, cli := clitest.Server(t)
+	return &env{t: t, s: s, js: js, cli: cli}
 }
 
 // conn is a separate connection, as a separate process would have.
@@ -154,56 +146,14 @@ func sortedCopy(s []string) []string {
 
 // ---------------------------------------------------------------- the CLI
 
-// The interop package sits outside cmd/, so Go's internal rule keeps it
-// from importing cmd/internal/clitest or cmd/internal/iostreams. cmd.Run
-// is exported, though, and its streams parameter is a plain struct with
-// exported In/Out/ErrOut fields (the same value iostreams.Test builds):
-// reflection builds one and calls Run in process, so the CLI runs under
-// the race detector with the tests.
-var (
-	runFn   = reflect.ValueOf(cmd.Run)
-	iosType = reflect.TypeOf(cmd.Run).In(2).Elem()
-)
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type cliResult struct {
-	Out, Err string
-	Code     int
-}
-
-func runCLI(ctx context.Context, env func(string) string, out, errOut io.Writer, args ...string) int {
-	ios := reflect.New(iosType)
-	ios.Elem().FieldByName("In").Set(reflect.ValueOf(io.Reader(&bytes.Buffer{})))
-	ios.Elem().FieldByName("Out").Set(reflect.ValueOf(out))
-	ios.Elem().FieldByName("ErrOut").Set(reflect.ValueOf(errOut))
-	res := runFn.Call([]reflect.Value{reflect.ValueOf(&ctx).Elem(), reflect.ValueOf(args), ios, reflect.ValueOf(env)})
-	return int(res[0].Int())
-}
+// The CLI runs in process (internal/clitest, the same runner cmd/'s own
+// tests use), so it runs under the race detector with the tests.
+type cliResult = clitest.Result
 
 // cliRun runs `cg args...` to completion (60 s at most).
 func (e *env) cliRun(args ...string) cliResult {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out, errOut syncBuf
-	code := runCLI(ctx, e.cli, &out, &errOut, args...)
-	return cliResult{Out: out.String(), Err: errOut.String(), Code: code}
+	return clitest.Run(e.t, cmd.Run, e.cli, args...)
 }
 
 // ---------------------------------------------------------------- traffic
@@ -530,16 +480,12 @@ func (r *recorder) check(t *testing.T, p *publisher, maxDup int) tally {
 // waitHandled waits until every published message was handled at least once.
 func (r *recorder) waitHandled(t *testing.T, p *publisher, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for r.unique() < p.count() {
-		if time.Now().After(deadline) {
-			tl := r.tally(p)
-			if r.diagnose != nil {
-				t.Log(r.diagnose())
-			}
-			t.Fatalf("after %v: %s; per instance %v; examples: %s", timeout, tl, r.handledBy(), strings.Join(tl.examples, "; "))
+	if !clitest.Poll(nil, timeout, func() bool { return r.unique() >= p.count() }) {
+		tl := r.tally(p)
+		if r.diagnose != nil {
+			t.Log(r.diagnose())
 		}
-		time.Sleep(20 * time.Millisecond)
+		t.Fatalf("after %v: %s; per instance %v; examples: %s", timeout, tl, r.handledBy(), strings.Join(tl.examples, "; "))
 	}
 }
 

@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -52,25 +52,8 @@ func TestStartEmbeddedRejects(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestServeJSON(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut clitest.SyncBuffer
 	opts := &serveOptions{
 		IO:       &iostreams.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
 		JSON:     true,

@@ -1,11 +1,13 @@
-// Package clitest runs the real cg command tree in process against
-// embedded servers, capturing its streams and exit code.
+// Package clitest runs the real cg command tree in tests: in process
+// (Run, RunCtx, Start) or as a process of the test binary (Main, Exec),
+// against an embedded server (Server), with one Eventually for polling.
 package clitest
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +19,16 @@ import (
 // RunFunc is cmd.Run; passed in to keep this package below cmd.
 type RunFunc func(ctx context.Context, args []string, ios *iostreams.IOStreams, env func(string) string) int
 
-// Result is what one invocation printed and returned.
+// Result is what one invocation printed and returned, and (for Exec) how
+// long it took.
 type Result struct {
 	Out, Err string
 	Code     int
+	Took     time.Duration
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d after %s\nstdout: %q\nstderr: %q", r.Code, r.Took.Round(time.Millisecond), r.Out, r.Err)
 }
 
 // Env returns an environment lookup for the given KEY=VALUE pairs.
