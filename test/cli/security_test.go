@@ -1,10 +1,10 @@
-// Package security runs cg against real in-process servers that demand
+// The security tests run cg against real in-process servers that demand
 // credentials (user/password, nkeys, JWT creds, TLS and mutual TLS) or
 // limit what a user may do, and checks that cg connects with each, fails
 // promptly with a clear one-line error without them, and never prints a
 // secret: no password, seed, JWT or private key in any output, on success
 // or failure, in text or JSON.
-package security
+package cli
 
 import (
 	"context"

@@ -1,8 +1,10 @@
-// Package badinput feeds cg wrong input of every kind through the command
+// Package cli runs cg from outside, as a process of the test binary.
+//
+// The bad-input tests feed cg wrong input of every kind through the command
 // line and checks that each is refused with a one-line message saying what
 // was wrong, the right exit code (2 usage, 1 operation failed), and that
 // nothing on the server was created or changed.
-package badinput
+package cli
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package badinput
+package cli
 
 import (
 	"bufio"
