@@ -20,7 +20,7 @@ check: lint test
 # The command reference (docs/cli) and man pages (docs/man), regenerated
 # from the command tree; a test fails when the committed ones drift.
 docs:
-	go run ./cmd/internal/gendocs -dir docs
+	go run ./internal/gendocs -dir docs
 
 demo:
 	go run . demo

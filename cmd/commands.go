@@ -6,11 +6,11 @@ import (
 	"github.com/cg-dev/cg/cmd/check"
 	"github.com/cg-dev/cg/cmd/demo"
 	"github.com/cg-dev/cg/cmd/elastic"
-	"github.com/cg-dev/cg/cmd/internal/factory"
 	"github.com/cg-dev/cg/cmd/partition"
 	"github.com/cg-dev/cg/cmd/publish"
 	"github.com/cg-dev/cg/cmd/server"
 	"github.com/cg-dev/cg/cmd/static"
+	"github.com/cg-dev/cg/internal/factory"
 )
 
 // addGroupCommands mounts every top-level command. A new command group

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
 )
 
 // cg is also a plugin of the nats CLI (docs/plugin.md). The nats CLI is
@@ -45,9 +45,9 @@ func executeOrIntrospect(ctx context.Context, f *factory.Factory, root *cobra.Co
 	if len(args) == 1 && args[0] == pluginIntrospectFlag {
 		if err := introspect(f, root); err != nil {
 			fmt.Fprintf(f.IOStreams.ErrOut, "error: %s\n", err)
-			return exitcode.Code(err)
+			return cmdutil.Code(err)
 		}
-		return exitcode.OK
+		return cmdutil.OK
 	}
 	return execute(ctx, f, root, args)
 }

@@ -18,9 +18,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/cg-dev/cg/cmd/internal/clitest"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 

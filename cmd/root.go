@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
 )
 
 // Main runs cg with the process's arguments, streams and environment, and
@@ -69,7 +69,7 @@ nats context, then nats://127.0.0.1:4222. 'cg server' starts a local server.`,
 	root.SetOut(f.IOStreams.Out)
 	root.SetErr(f.IOStreams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return exitcode.NewUsageError(err)
+		return cmdutil.NewUsageError(err)
 	})
 
 	pf := root.PersistentFlags()
@@ -93,7 +93,7 @@ func newCmdHelp() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			target, rest, err := c.Root().Find(args)
 			if err != nil {
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 			if len(rest) > 0 {
 				return unknownCommand(target, rest[0])
@@ -132,7 +132,7 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 	}
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
-	if err != nil && !errors.Is(err, exitcode.ErrSilent) {
+	if err != nil && !errors.Is(err, cmdutil.ErrSilent) {
 		msg := err.Error()
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) && cmd != nil {
 			// SIGINT/SIGTERM cancelled the command's context: say so, not
@@ -140,18 +140,18 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 			msg = "interrupted (SIGINT or SIGTERM) before '" + cmd.CommandPath() + "' finished"
 		}
 		// A refused request only times out; the server said why, apart.
-		if r := f.Refused(); r != "" && !exitcode.IsUsage(err) && !strings.Contains(msg, r) {
+		if r := f.Refused(); r != "" && !cmdutil.IsUsage(err) && !strings.Contains(msg, r) {
 			msg += "; the server refused: " + r
 		}
 		fmt.Fprintf(f.IOStreams.ErrOut, "error: %s\n", msg)
-		if exitcode.IsUsage(err) && cmd != nil {
+		if cmdutil.IsUsage(err) && cmd != nil {
 			if cmd.Name() == "help" && cmd.Parent() == root {
 				cmd = root
 			}
 			fmt.Fprintf(f.IOStreams.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		}
 	}
-	return exitcode.Code(err)
+	return cmdutil.Code(err)
 }
 
 // prepareTree makes every argument error a usage error and gives every
@@ -169,7 +169,7 @@ func prepareTree(c *cobra.Command) {
 	}
 	if check := c.Args; check != nil {
 		c.Args = func(c *cobra.Command, args []string) error {
-			return exitcode.NewUsageError(check(c, args))
+			return cmdutil.NewUsageError(check(c, args))
 		}
 	}
 	for _, sub := range c.Commands() {
@@ -185,7 +185,7 @@ func unknownCommand(c *cobra.Command, name string) error {
 	if s := c.SuggestionsFor(name); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", strings.Join(s, `" or "`))
 	}
-	return exitcode.UsageErrorf("%s", msg)
+	return cmdutil.UsageErrorf("%s", msg)
 }
 
 // usageTemplate is cobra's, except that a command group (which cg makes

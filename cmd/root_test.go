@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,9 +21,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
@@ -92,10 +92,10 @@ func testCommands(f *factory.Factory) []*cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error {
 			switch args[0] {
 			case "usage":
-				return exitcode.UsageErrorf("--mode %q is not one of a, b", args[1])
+				return cmdutil.UsageErrorf("--mode %q is not one of a, b", args[1])
 			case "silent":
 				fmt.Fprintln(f.IOStreams.ErrOut, "already said")
-				return exitcode.ErrSilent
+				return cmdutil.ErrSilent
 			case "fail":
 				return fmt.Errorf("leaf: %w", errors.New("boom"))
 			}
@@ -124,16 +124,6 @@ func closedPortURL(t *testing.T, userinfo string) string {
 	return "nats://" + userinfo + addr
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestHelpVersionAndUsageErrorsNeverConnect(t *testing.T) {
 	// A listener that would see any dial: NATS_URL points at it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -159,14 +149,14 @@ func TestHelpVersionAndUsageErrorsNeverConnect(t *testing.T) {
 		{"server", "--help"}, {"ping", "--help"}, {"grp"}, {"grp", "--help"},
 	} {
 		r := run(t, env, args...)
-		if r.code != exitcode.OK || r.dials != 0 || r.errOut != "" || r.out == "" {
+		if r.code != cmdutil.OK || r.dials != 0 || r.errOut != "" || r.out == "" {
 			t.Errorf("cg %v: code=%d dials=%d stderr=%q stdout empty=%v", args, r.code, r.dials, r.errOut, r.out == "")
 		}
 	}
 	for _, args := range [][]string{
 		{"ping", "--timeout", "5"}, {"ping", "extra"}, {"ping", "--bogus"}, {"bogus"},
 	} {
-		if r := run(t, env, args...); r.code != exitcode.Usage || r.dials != 0 {
+		if r := run(t, env, args...); r.code != cmdutil.Usage || r.dials != 0 {
 			t.Errorf("cg %v: code=%d dials=%d, want usage error without a dial", args, r.code, r.dials)
 		}
 	}
@@ -220,7 +210,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		r := run(t, nil, tt.args...)
 		want := fmt.Sprintf("error: %s\nRun '%s --help' for usage.\n", tt.msg, tt.help)
-		if r.code != exitcode.Usage || r.errOut != want || r.out != "" {
+		if r.code != cmdutil.Usage || r.errOut != want || r.out != "" {
 			t.Errorf("cg %v:\n code %d, want 2\n stderr %q\n want   %q\n stdout %q", tt.args, r.code, r.errOut, want, r.out)
 		}
 	}
@@ -228,15 +218,15 @@ func TestUsageErrors(t *testing.T) {
 
 func TestFailures(t *testing.T) {
 	r := run(t, nil, "grp", "leaf", "fail", "x")
-	if r.code != exitcode.Failed || r.errOut != "error: leaf: boom\n" {
+	if r.code != cmdutil.Failed || r.errOut != "error: leaf: boom\n" {
 		t.Errorf("failed command: code %d, stderr %q", r.code, r.errOut)
 	}
 	r = run(t, nil, "grp", "leaf", "silent", "x")
-	if r.code != exitcode.Failed || r.errOut != "already said\n" {
+	if r.code != cmdutil.Failed || r.errOut != "already said\n" {
 		t.Errorf("silent error: code %d, stderr %q", r.code, r.errOut)
 	}
 	r = run(t, nil, "grp", "leaf", "ok", "x")
-	if r.code != exitcode.OK || r.errOut != "" {
+	if r.code != cmdutil.OK || r.errOut != "" {
 		t.Errorf("success: code %d, stderr %q", r.code, r.errOut)
 	}
 }
@@ -264,7 +254,7 @@ func TestConnectionRefused(t *testing.T) {
 	url := closedPortURL(t, "")
 	r := run(t, map[string]string{"NATS_URL": url}, "ping")
 	want := "error: cannot connect to NATS at " + url + " (from NATS_URL): connection refused; set --server/NATS_URL or --context, or start one with 'cg server'\n"
-	if r.code != exitcode.Failed || r.errOut != want {
+	if r.code != cmdutil.Failed || r.errOut != want {
 		t.Fatalf("code %d\nstderr %q\nwant   %q", r.code, r.errOut, want)
 	}
 
@@ -279,7 +269,7 @@ func TestConnectionRefused(t *testing.T) {
 		{nil, []string{"ping", "-s", closedPortURL(t, ""), "--user", "bob", "--password", "hunter2pw"}},
 	} {
 		r := run(t, tt.env, tt.args...)
-		if r.code != exitcode.Failed || strings.Contains(r.errOut, "hunter2pw") || strings.Count(r.errOut, "\n") != 1 ||
+		if r.code != cmdutil.Failed || strings.Contains(r.errOut, "hunter2pw") || strings.Count(r.errOut, "\n") != 1 ||
 			!strings.Contains(r.errOut, "connection refused") {
 			t.Errorf("cg %v: code %d, stderr %q", tt.args, r.code, r.errOut)
 		}
@@ -386,34 +376,16 @@ func TestUserPassword(t *testing.T) {
 		{"ping", "-s", url},
 	} {
 		r := run(t, nil, args...)
-		if r.code != exitcode.Failed || strings.Contains(r.errOut, "wrongpass") || strings.Count(r.errOut, "\n") != 1 ||
+		if r.code != cmdutil.Failed || strings.Contains(r.errOut, "wrongpass") || strings.Count(r.errOut, "\n") != 1 ||
 			!strings.Contains(r.errOut, ": authorization violation; check --user/--password, --creds, --nkey or the context's credentials") {
 			t.Errorf("cg %v: code %d, stderr %q", args, r.code, r.errOut)
 		}
 	}
 }
 
-// syncBuffer is a buffer written by a running command and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestServerCommand(t *testing.T) {
-	port := freePort(t)
-	var stdout, stderr syncBuffer
+	port := clitest.FreePort(t)
+	var stdout, stderr clitest.SyncBuffer
 	ios := &iostreams.IOStreams{In: &bytes.Buffer{}, Out: &stdout, ErrOut: &stderr}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -475,7 +447,7 @@ func TestServerPortInUse(t *testing.T) {
 	r := run(t, nil, "server", "--port", strconv.Itoa(port))
 	hp := fmt.Sprintf("127.0.0.1:%d", port)
 	want := fmt.Sprintf("error: cannot start NATS server: %s is already in use; pick another with --port (0 picks a free one), or use the server already there with --server nats://%s\n", hp, hp)
-	if r.code != exitcode.Failed || r.errOut != want {
+	if r.code != cmdutil.Failed || r.errOut != want {
 		t.Fatalf("code %d\nstderr %q\nwant   %q", r.code, r.errOut, want)
 	}
 }

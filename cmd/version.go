@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
+	"github.com/cg-dev/cg/internal/render"
 )
 
 // Set at build time:

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -157,7 +157,7 @@ func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cob
 			switch opts.Kind {
 			case "", "static", "elastic":
 			default:
-				return usage(exitcode.UsageErrorf("--kind %q must be static or elastic", opts.Kind))
+				return usage(cmdutil.UsageErrorf("--kind %q must be static or elastic", opts.Kind))
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -173,7 +173,7 @@ func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cob
 }
 
 func usage(err error) error {
-	return exitcode.WithCode(exitcode.CheckUnknown, exitcode.NewUsageError(err))
+	return cmdutil.WithCode(cmdutil.CheckUnknown, cmdutil.NewUsageError(err))
 }
 
 func args(cmd *cobra.Command, args []string) error {
@@ -210,10 +210,10 @@ func checkRun(ctx context.Context, o *Options) error {
 	} else if err := renderText(o, view); err != nil {
 		return err
 	}
-	if view.ExitCode == exitcode.CheckOK {
+	if view.ExitCode == cmdutil.CheckOK {
 		return nil
 	}
-	return exitcode.WithCode(view.ExitCode, exitcode.ErrSilent)
+	return cmdutil.WithCode(view.ExitCode, cmdutil.ErrSilent)
 }
 
 // couldNotCheck reports UNKNOWN on stdout, where monitoring reads the
@@ -225,7 +225,7 @@ func (o *Options) couldNotCheck(err error) error {
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		view := Report{Status: string(cg.SeverityUnknown), ExitCode: exitcode.CheckUnknown, Summary: "UNKNOWN: " + msg,
+		view := Report{Status: string(cg.SeverityUnknown), ExitCode: cmdutil.CheckUnknown, Summary: "UNKNOWN: " + msg,
 			Groups: []Group{}, Findings: []Finding{}, Error: msg}
 		if err := render.JSON(ios.Out, view); err != nil {
 			return err
@@ -234,19 +234,19 @@ func (o *Options) couldNotCheck(err error) error {
 		cs := render.NewColorScheme(ios.ColorEnabled())
 		fmt.Fprintf(ios.Out, "%s: %s\n", paint(cs, cg.SeverityUnknown, "UNKNOWN"), msg)
 	}
-	return exitcode.WithCode(exitcode.CheckUnknown, exitcode.ErrSilent)
+	return cmdutil.WithCode(cmdutil.CheckUnknown, cmdutil.ErrSilent)
 }
 
 func exitCode(s cg.Severity) int {
 	switch s {
 	case cg.SeverityWarning:
-		return exitcode.CheckWarning
+		return cmdutil.CheckWarning
 	case cg.SeverityCritical:
-		return exitcode.CheckCritical
+		return cmdutil.CheckCritical
 	case cg.SeverityUnknown:
-		return exitcode.CheckUnknown
+		return cmdutil.CheckUnknown
 	}
-	return exitcode.CheckOK
+	return cmdutil.CheckOK
 }
 
 func newReport(rep cg.CheckReport) Report {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/cmd/check"
-	"github.com/cg-dev/cg/cmd/internal/clitest"
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )

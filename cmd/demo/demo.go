@@ -21,13 +21,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/flagx"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
-	"github.com/cg-dev/cg/cmd/internal/render"
-	"github.com/cg-dev/cg/cmd/internal/traffic"
 	"github.com/cg-dev/cg/cmd/server"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -116,9 +115,9 @@ order held, 1 otherwise, and always within a minute.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
-				return exitcode.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
+				return cmdutil.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
 			case len(args) == 1 && args[0] != Static && args[0] != Elastic:
-				return exitcode.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic", args[0])
+				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic", args[0])
 			}
 			return nil
 		},
@@ -129,16 +128,16 @@ order held, 1 otherwise, and always within a minute.`,
 				opts.Walkthrough = args[0]
 			}
 			if opts.Phase > maxPhase {
-				return exitcode.UsageErrorf("--phase %v is too long: the demo must end within a minute; use at most %v, such as 5s", opts.Phase, maxPhase)
+				return cmdutil.UsageErrorf("--phase %v is too long: the demo must end within a minute; use at most %v, such as 5s", opts.Phase, maxPhase)
 			}
 			if opts.AckWait < time.Second || opts.AckWait > maxAckWait {
-				return exitcode.UsageErrorf("--ack-wait %v is out of range: use 1s to %v, such as 2s", opts.AckWait, maxAckWait)
+				return cmdutil.UsageErrorf("--ack-wait %v is out of range: use 1s to %v, such as 2s", opts.AckWait, maxAckWait)
 			}
 			if opts.Sleep > 500*time.Millisecond {
-				return exitcode.UsageErrorf("--sleep %v is too long for the demo's traffic: use at most 500ms, such as 5ms", opts.Sleep)
+				return cmdutil.UsageErrorf("--sleep %v is too long for the demo's traffic: use at most 500ms, such as 5ms", opts.Sleep)
 			}
 			if opts.Rate == 0 || opts.Rate > 2000 {
-				return exitcode.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
+				return cmdutil.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -147,12 +146,12 @@ order held, 1 otherwise, and always within a minute.`,
 		},
 	}
 	fs := cmd.Flags()
-	flagx.DurationVar(fs, &opts.Sleep, "sleep", 5*time.Millisecond, "5ms", "time each handler spends on a message")
-	flagx.CountVar(fs, &opts.Keys, "keys", 20, 1, "20", "number of customer keys in the traffic")
+	cmdutil.DurationVar(fs, &opts.Sleep, "sleep", 5*time.Millisecond, "5ms", "time each handler spends on a message")
+	cmdutil.CountVar(fs, &opts.Keys, "keys", 20, 1, "20", "number of customer keys in the traffic")
 	fs.Var(traffic.RateValue{P: &opts.Rate}, "rate", "messages per second, with a unit: 50/s")
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
-	flagx.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
-	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "2s", "members' ack wait, and their pinned TTL; the static kill's failover time follows it (1s to 5s)")
+	cmdutil.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
+	cmdutil.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "2s", "members' ack wait, and their pinned TTL; the static kill's failover time follows it (1s to 5s)")
 	return cmd
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/cmd/demo"
-	"github.com/cg-dev/cg/cmd/internal/clitest"
+	"github.com/cg-dev/cg/internal/clitest"
 )
 
 // The whole walkthrough, shortened by its flags: it must pass by counting

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/render"
-	"github.com/cg-dev/cg/cmd/internal/traffic"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 

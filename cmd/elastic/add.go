@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -144,7 +144,7 @@ const minimalHelp = "With --minimal, the fewest partitions move: shares stay eve
 func changeError(err error, stream, grp string) error {
 	var ve *cg.ValidationError
 	if errors.As(err, &ve) {
-		return exitcode.NewUsageError(err)
+		return cmdutil.NewUsageError(err)
 	}
 	switch {
 	case errors.Is(err, cg.ErrMappedGroup), errors.Is(err, cg.ErrNotMapped):

@@ -12,10 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/flagx"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -83,7 +82,7 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 		Args: group.Args("stream", "group", "max-members"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cg.ValidateName("group", args[1]); err != nil {
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 			n, err := parseMax(args[2])
 			if err != nil {
@@ -94,7 +93,7 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			for _, s := range filters {
 				pf, err := cg.ParsePartitioningFilter(s)
 				if err != nil {
-					return exitcode.NewUsageError(err)
+					return cmdutil.NewUsageError(err)
 				}
 				opts.Filters = append(opts.Filters, pf)
 			}
@@ -102,7 +101,7 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			// max-members and the buffer caps can be checked now: a bad
 			// number is the command line's fault, not the stream's.
 			if err := opts.config(opts.Filters).Validate(); err != nil {
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -112,9 +111,9 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVar(&filters, "filter", nil, filterHelp)
-	flagx.Int64Var(fs, &opts.MaxBufferedMsgs, "max-buffered-msgs", 0, 0, "100000",
+	cmdutil.Int64Var(fs, &opts.MaxBufferedMsgs, "max-buffered-msgs", 0, 0, "100000",
 		"most messages the work-queue stream holds (0: unlimited); when full, sourcing pauses until members catch up")
-	flagx.Int64Var(fs, &opts.MaxBufferedBytes, "max-buffered-bytes", 0, 0, "1073741824",
+	cmdutil.Int64Var(fs, &opts.MaxBufferedBytes, "max-buffered-bytes", 0, 0, "1073741824",
 		"most bytes the work-queue stream holds (0: unlimited); when full, sourcing pauses until members catch up")
 	return cmd
 }
@@ -122,7 +121,7 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 func parseMax(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		return 0, exitcode.UsageErrorf("max-members %q must be a whole number of partitions, at least 1 (such as 10)", s)
+		return 0, cmdutil.UsageErrorf("max-members %q must be a whole number of partitions, at least 1 (such as 10)", s)
 	}
 	return n, nil
 }

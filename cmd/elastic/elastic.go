@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/internal/factory"
 )
 
 // NewCmd builds `cg elastic`.

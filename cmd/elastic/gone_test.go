@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/cmd"
-	"github.com/cg-dev/cg/cmd/internal/clitest"
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 

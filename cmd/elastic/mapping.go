@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -42,7 +42,7 @@ func NewCmdCreateMapping(f *factory.Factory, runF func(context.Context, *CreateM
 			for _, a := range args[2:] {
 				mm, err := cg.ParseMapping(a)
 				if err != nil {
-					return exitcode.NewUsageError(err)
+					return cmdutil.NewUsageError(err)
 				}
 				opts.Mappings = append(opts.Mappings, mm)
 			}

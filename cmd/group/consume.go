@@ -9,11 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/flagx"
-	"github.com/cg-dev/cg/cmd/internal/render"
-	"github.com/cg-dev/cg/cmd/internal/traffic"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -55,15 +54,15 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 		},
 	}
 	fs := cmd.Flags()
-	flagx.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
-	flagx.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
-	flagx.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen reference instance (or any, with --liveness-check 0s) over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
+	cmdutil.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
+	cmdutil.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
+	cmdutil.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen reference instance (or any, with --liveness-check 0s) over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
 	if k.Name == "static" {
-		flagx.DurationVar(fs, &opts.Inactive, "inactive-threshold", cg.DefaultInactiveThreshold, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0s: keep it forever, as the reference does; to share a member with reference instances use --reference-compatible)")
+		cmdutil.DurationVar(fs, &opts.Inactive, "inactive-threshold", cg.DefaultInactiveThreshold, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0s: keep it forever, as the reference does; to share a member with reference instances use --reference-compatible)")
 	}
-	flagx.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still there, to replace a dead, frozen or cut-off one at once instead of after the pinned TTL; the pinned instance fences itself on a matching threshold, so instances of one member should agree (0s: off)")
-	flagx.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
-	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
+	cmdutil.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still there, to replace a dead, frozen or cut-off one at once instead of after the pinned TTL; the pinned instance fences itself on a matching threshold, so instances of one member should agree (0s: off)")
+	cmdutil.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
+	cmdutil.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	return cmd
@@ -133,10 +132,10 @@ type Summary struct {
 
 func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	if o.PinnedTTL != 0 && o.PinnedTTL < 250*time.Millisecond {
-		return exitcode.UsageErrorf("--pinned-ttl %s is too short: pulls must renew the pin well within it; use 250ms or more, such as 1s", o.PinnedTTL)
+		return cmdutil.UsageErrorf("--pinned-ttl %s is too short: pulls must renew the pin well within it; use 250ms or more, such as 1s", o.PinnedTTL)
 	}
 	if o.Liveness > 0 && o.Liveness < 50*time.Millisecond {
-		return exitcode.UsageErrorf("--liveness-check %s is too short: the pinned instance's fence threshold derives from it; use 50ms or more (250ms is the default), or 0s to turn the check off", o.Liveness)
+		return cmdutil.UsageErrorf("--liveness-check %s is too short: the pinned instance's fence threshold derives from it; use 50ms or more (250ms is the default), or 0s to turn the check off", o.Liveness)
 	}
 	c, err := o.F.Client()
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 )
 
 // DeleteOptions are the bound arguments of delete.
@@ -47,7 +47,7 @@ func NewCmdDelete(f *factory.Factory, k Kind, runF func(context.Context, *Delete
 func deleteRun(ctx context.Context, o *DeleteOptions) error {
 	ios := o.F.IOStreams
 	if !o.Force && !ios.CanPrompt() {
-		return exitcode.UsageErrorf("refusing to delete %s group %s on %s without confirmation: standard input is not a terminal; add --force", o.Kind.Name, o.Group, o.Stream)
+		return cmdutil.UsageErrorf("refusing to delete %s group %s on %s without confirmation: standard input is not a terminal; add --force", o.Kind.Name, o.Group, o.Stream)
 	}
 	c, err := o.F.Client()
 	if err != nil {

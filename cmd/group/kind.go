@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -99,9 +99,9 @@ func Args(names ...string) cobra.PositionalArgs {
 		}
 		want := "<" + strings.Join(names, "> <") + ">"
 		if len(args) < len(names) {
-			return exitcode.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
+			return cmdutil.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
 		}
-		return exitcode.UsageErrorf("too many arguments (%d): %s takes %s", len(args), cmd.CommandPath(), want)
+		return cmdutil.UsageErrorf("too many arguments (%d): %s takes %s", len(args), cmd.CommandPath(), want)
 	}
 }
 
@@ -117,7 +117,7 @@ func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
 			want += "..."
 		}
 		if len(args) < len(names) {
-			return exitcode.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
+			return cmdutil.UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
 		}
 		if err := checkNames(cmd, names, args[:len(names)]); err != nil {
 			return err
@@ -141,7 +141,7 @@ func checkNames(cmd *cobra.Command, names, args []string) error {
 			// Verbs on stored groups take the names the reference stores
 			// (with '.'); create checks strictly itself.
 			if err := cg.ValidateStoredGroupName(args[i]); err != nil {
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 		case "stream", "member":
 			if err := cg.ValidateName(n, args[i]); err != nil {
@@ -151,7 +151,7 @@ func checkNames(cmd *cobra.Command, names, args []string) error {
 					// refuses it here, saying why it cannot run.
 					continue
 				}
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 		}
 	}

@@ -11,10 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/flagx"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -47,7 +46,7 @@ func NewCmdWatch(f *factory.Factory, k Kind, runF func(context.Context, *WatchOp
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			if opts.Interval <= 0 {
-				return exitcode.UsageErrorf("--interval must be more than 0, such as 1s")
+				return cmdutil.UsageErrorf("--interval must be more than 0, such as 1s")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -56,8 +55,8 @@ func NewCmdWatch(f *factory.Factory, k Kind, runF func(context.Context, *WatchOp
 		},
 	}
 	fs := cmd.Flags()
-	flagx.DurationVar(fs, &opts.Interval, "interval", time.Second, "2s", "time between samples")
-	flagx.CountVar(fs, &opts.Count, "count", 0, 0, "10", "stop after this many snapshots (0: until interrupted)")
+	cmdutil.DurationVar(fs, &opts.Interval, "interval", time.Second, "2s", "time between samples")
+	cmdutil.CountVar(fs, &opts.Count, "count", 0, 0, "10", "stop after this many snapshots (0: until interrupted)")
 	return cmd
 }
 

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -98,47 +98,47 @@ func bind(cmd *cobra.Command, o *Options, filter string) error {
 	fl := cmd.Flags()
 	switch {
 	case o.Subject == "" && len(o.Keys) == 0:
-		return exitcode.UsageErrorf("give a subject or --key: cg partition <subject> --partitions N, or cg partition --key K --partitions N")
+		return cmdutil.UsageErrorf("give a subject or --key: cg partition <subject> --partitions N, or cg partition --key K --partitions N")
 	case o.Subject != "" && len(o.Keys) > 0:
-		return exitcode.UsageErrorf("give a subject or --key, not both")
+		return cmdutil.UsageErrorf("give a subject or --key, not both")
 	}
 	for _, k := range o.Keys {
 		if k == "" {
-			return exitcode.UsageErrorf("--key must not be empty")
+			return cmdutil.UsageErrorf("--key must not be empty")
 		}
 	}
 	grouped := o.Stream != "" || o.Group != ""
 	if grouped {
 		if o.Stream == "" || o.Group == "" {
-			return exitcode.UsageErrorf("--stream and --group go together")
+			return cmdutil.UsageErrorf("--stream and --group go together")
 		}
 		if err := cg.ValidateName("stream", o.Stream); err != nil {
-			return exitcode.NewUsageError(err)
+			return cmdutil.NewUsageError(err)
 		}
 		if err := cg.ValidateName("group", o.Group); err != nil {
-			return exitcode.NewUsageError(err)
+			return cmdutil.NewUsageError(err)
 		}
 		if fl.Changed("partitions") || fl.Changed("filter") {
-			return exitcode.UsageErrorf("--partitions and --filter come from the group with --stream and --group; leave them out")
+			return cmdutil.UsageErrorf("--partitions and --filter come from the group with --stream and --group; leave them out")
 		}
 		return nil
 	}
 	if o.Elastic {
-		return exitcode.UsageErrorf("--elastic needs --stream and --group")
+		return cmdutil.UsageErrorf("--elastic needs --stream and --group")
 	}
 	if !fl.Changed("partitions") {
-		return exitcode.UsageErrorf("--partitions N is required (or --stream and --group to read it from a group)")
+		return cmdutil.UsageErrorf("--partitions N is required (or --stream and --group to read it from a group)")
 	}
 	if o.Partitions < 1 {
-		return exitcode.UsageErrorf("--partitions %d must be at least 1", o.Partitions)
+		return cmdutil.UsageErrorf("--partitions %d must be at least 1", o.Partitions)
 	}
 	if filter != "" {
 		if len(o.Keys) > 0 {
-			return exitcode.UsageErrorf("--filter selects tokens of a subject; with --key give the tokens themselves")
+			return cmdutil.UsageErrorf("--filter selects tokens of a subject; with --key give the tokens themselves")
 		}
 		pf, err := cg.ParsePartitioningFilter(filter)
 		if err != nil {
-			return exitcode.NewUsageError(err)
+			return cmdutil.NewUsageError(err)
 		}
 		o.Filter = &pf
 	}
@@ -165,7 +165,7 @@ func run(ctx context.Context, o *Options) error {
 	} else {
 		var err error
 		if loc, err = cg.LocateSubject(o.Subject, out.Partitions, filters); err != nil {
-			return exitcode.NewUsageError(err)
+			return cmdutil.NewUsageError(err)
 		}
 		if len(filters) > 0 {
 			out.Filter = loc.Filter.String()

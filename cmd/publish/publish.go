@@ -15,12 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/flagx"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
-	"github.com/cg-dev/cg/cmd/internal/render"
-	"github.com/cg-dev/cg/cmd/internal/traffic"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/internal/traffic"
 )
 
 // Options are the bound argument and flags of publish.
@@ -74,10 +73,10 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
   cg publish 'orders.{key}' --key-prefix cust- --random --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return exitcode.UsageErrorf("%s takes one <subject-pattern>, such as 'orders.{key}' or 'orders.*' (got %d arguments)", cmd.CommandPath(), len(args))
+				return cmdutil.UsageErrorf("%s takes one <subject-pattern>, such as 'orders.{key}' or 'orders.*' (got %d arguments)", cmd.CommandPath(), len(args))
 			}
 			if _, err := traffic.ParsePattern(args[0]); err != nil {
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 			return nil
 		},
@@ -85,7 +84,7 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 			opts.Pattern = args[0]
 			opts.JSON = f.JSON
 			if err := traffic.ValidateKey(opts.KeyPrefix + "1"); err != nil {
-				return exitcode.UsageErrorf("--key-prefix %q: keys must not contain '.', '*', '>' or white space; use one such as cust-", opts.KeyPrefix)
+				return cmdutil.UsageErrorf("--key-prefix %q: keys must not contain '.', '*', '>' or white space; use one such as cust-", opts.KeyPrefix)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -94,13 +93,13 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 		},
 	}
 	fs := cmd.Flags()
-	flagx.CountVar(fs, &opts.Keys, "keys", 10, 1, "20", "number of distinct keys")
+	cmdutil.CountVar(fs, &opts.Keys, "keys", 10, 1, "20", "number of distinct keys")
 	fs.StringVar(&opts.KeyPrefix, "key-prefix", "k", "key names are this prefix and a number: k0001, k0002, …")
-	flagx.CountVar(fs, &opts.Count, "count", 100, 0, "1000", "messages to publish (0: until interrupted or --duration)")
+	cmdutil.CountVar(fs, &opts.Count, "count", 100, 0, "1000", "messages to publish (0: until interrupted or --duration)")
 	opts.Rate = 10
 	fs.Var(traffic.RateValue{P: &opts.Rate}, "rate", "messages per second, written with a unit: 10/s, 600/m (0: as fast as possible)")
-	flagx.DurationVar(fs, &opts.Duration, "duration", 0, "30s", "stop after this long (0: no limit)")
-	flagx.CountVar(fs, &opts.Size, "size", 0, 0, "256", "payload size in bytes (0: a short JSON document)")
+	cmdutil.DurationVar(fs, &opts.Duration, "duration", 0, "30s", "stop after this long (0: no limit)")
+	cmdutil.CountVar(fs, &opts.Size, "size", 0, 0, "256", "payload size in bytes (0: a short JSON document)")
 	fs.BoolVar(&opts.Random, "random", false, "pick each message's key at random instead of in turn")
 	return cmd
 }
@@ -133,7 +132,7 @@ func publishRun(ctx context.Context, o *Options) error {
 		Size:     o.Size,
 	})
 	if err != nil {
-		return exitcode.NewUsageError(err)
+		return cmdutil.NewUsageError(err)
 	}
 	fmt.Fprintf(o.IO.ErrOut, "publishing to %s over %d keys: %s at %s; Ctrl-C stops\n",
 		o.Pattern, o.Keys, countText(o.Count, o.Duration), rateText(o.Rate))

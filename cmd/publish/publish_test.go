@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
-	"github.com/cg-dev/cg/cmd/internal/clitest"
-	"github.com/cg-dev/cg/cmd/internal/traffic"
 	"github.com/cg-dev/cg/cmd/publish"
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 

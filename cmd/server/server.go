@@ -14,10 +14,10 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/iostreams"
+	"github.com/cg-dev/cg/internal/render"
 )
 
 // DefaultPort is the standard NATS client port.
@@ -67,10 +67,10 @@ func StartEmbedded(opts Options) (*Embedded, error) {
 		host = "127.0.0.1"
 	}
 	if !isLoopback(host) {
-		return nil, exitcode.UsageErrorf("--host %q is not a loopback address: the server has no authentication, so it only listens on 127.0.0.1, ::1 or localhost", host)
+		return nil, cmdutil.UsageErrorf("--host %q is not a loopback address: the server has no authentication, so it only listens on 127.0.0.1, ::1 or localhost", host)
 	}
 	if opts.Port < 0 || opts.Port > 65535 {
-		return nil, exitcode.UsageErrorf("--port %d is out of range: use 0 to 65535 (0 picks a free port)", opts.Port)
+		return nil, cmdutil.UsageErrorf("--port %d is out of range: use 0 to 65535 (0 picks a free port)", opts.Port)
 	}
 	port := opts.Port
 	if port == 0 {

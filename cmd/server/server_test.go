@@ -7,15 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -46,31 +46,14 @@ func TestStartEmbeddedKeepsAGivenStore(t *testing.T) {
 func TestStartEmbeddedRejects(t *testing.T) {
 	for _, o := range []Options{{Host: "0.0.0.0"}, {Host: "example.com"}, {Port: -1}, {Port: 70000}} {
 		_, err := StartEmbedded(o)
-		if !exitcode.IsUsage(err) {
+		if !cmdutil.IsUsage(err) {
 			t.Errorf("%+v: err = %v, want a usage error", o, err)
 		}
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestServeJSON(t *testing.T) {
-	var out, errOut syncBuffer
+	var out, errOut clitest.SyncBuffer
 	opts := &serveOptions{
 		IO:       &iostreams.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
 		JSON:     true,

@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/internal/exitcode"
-	"github.com/cg-dev/cg/cmd/internal/factory"
-	"github.com/cg-dev/cg/cmd/internal/render"
+	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -37,7 +37,7 @@ type CreateOutput struct {
 func parseMax(s string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		return 0, exitcode.UsageErrorf("max-members %q must be a whole number of partitions, at least 1 (such as 10)", s)
+		return 0, cmdutil.UsageErrorf("max-members %q must be a whole number of partitions, at least 1 (such as 10)", s)
 	}
 	return n, nil
 }
@@ -49,7 +49,7 @@ func bindFilters(cmd *cobra.Command, p *[]string) {
 func checkFilters(fs []string) error {
 	for _, f := range fs {
 		if err := cg.ValidateFilter(f); err != nil {
-			return exitcode.NewUsageError(err)
+			return cmdutil.NewUsageError(err)
 		}
 	}
 	return nil
@@ -88,7 +88,7 @@ func newCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			return err
 		}
 		if err := opts.Config.Validate(); err != nil {
-			return exitcode.NewUsageError(err)
+			return cmdutil.NewUsageError(err)
 		}
 		if runF != nil {
 			return runF(cmd.Context(), opts)
@@ -127,7 +127,7 @@ func NewCmdCreateMapped(f *factory.Factory, runF func(context.Context, *CreateOp
 		for _, a := range args {
 			mm, err := cg.ParseMapping(a)
 			if err != nil {
-				return exitcode.NewUsageError(err)
+				return cmdutil.NewUsageError(err)
 			}
 			cfg.MemberMappings = append(cfg.MemberMappings, mm)
 		}
@@ -146,17 +146,17 @@ func positionalFilter(args []string) error {
 		if cg.ValidateName("member", a) == nil {
 			continue
 		}
-		return exitcode.UsageErrorf("%q is not a member name (member names may not contain '.', '*' or '>'); it looks like a subject filter: did you mean --filter '%s'?", a, a)
+		return cmdutil.UsageErrorf("%q is not a member name (member names may not contain '.', '*' or '>'); it looks like a subject filter: did you mean --filter '%s'?", a, a)
 	}
 	return nil
 }
 
 func validateIdentity(stream, grp string) error {
 	if err := cg.ValidateName("stream", stream); err != nil {
-		return exitcode.NewUsageError(err)
+		return cmdutil.NewUsageError(err)
 	}
 	if err := cg.ValidateName("group", grp); err != nil {
-		return exitcode.NewUsageError(err)
+		return cmdutil.NewUsageError(err)
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func validateIdentity(stream, grp string) error {
 func createError(err error) error {
 	var ve *cg.ValidationError
 	if errors.As(err, &ve) && !errors.Is(err, cg.ErrInvalidConfig) {
-		return exitcode.NewUsageError(err)
+		return cmdutil.NewUsageError(err)
 	}
 	return err
 }
