@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/internal/iostreams"
+	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
