@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cg-dev/cg/cmd.Version=$(VERSION) -X github.com/cg-dev/cg/cmd.Commit=$(COMMIT)
 
-.PHONY: build test lint check docs demo bench snapshot clean
+.PHONY: build test lint check docs demo bench bench-all snapshot clean
 
 build:
 	go build -ldflags '$(LDFLAGS)' -o cg .
@@ -25,9 +25,19 @@ docs:
 demo:
 	go run . demo
 
-# Figures, not pass/fail: consume rate and handover gaps.
+# Figures, not pass/fail: consume rate, info and lag cost, move planning.
+# Each benchmark gets a count that suits its cost (a consume op is one
+# message, a lag op a whole 256-partition info); `make bench` stays well
+# under a minute, `make bench-all` adds info on 4000 and 16000 partitions.
+BENCH = go test -run '^$$' -benchmem ./pkg/cg/ -bench
 bench:
-	go test -run '^$$' -bench . -benchtime 2000x ./pkg/cg/
+	$(BENCH) '^BenchmarkMemberConsume$$' -benchtime 2000x
+	$(BENCH) '^BenchmarkStaticInfoLag256$$' -benchtime 10x
+	$(BENCH) '^BenchmarkInfoPartitions$$/^1000$$' -benchtime 10x
+	$(BENCH) '^BenchmarkMinimalMappings$$' -benchtime 200x
+
+bench-all: bench
+	$(BENCH) '^BenchmarkInfoPartitions$$/^(4000|16000)$$' -benchtime 5x
 
 # Release builds use goreleaser from PATH; v2.15.1 is the newest that builds
 # with cg's Go. `make snapshot` builds every archive into dist/ (git-ignored)
