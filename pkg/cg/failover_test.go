@@ -76,8 +76,8 @@ func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
 	}
 	cnt := newCounter()
 	var evA events
-	bh := newBlackhole(t, s.Addr().String())
-	ncA, err := nats.Connect(bh.url(), nats.MaxReconnects(-1))
+	bh := natstest.NewBlackhole(t, s.Addr().String())
+	ncA, err := nats.Connect(bh.URL(), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
 	defer b.Stop()
 	natstest.Eventually(t, 5*time.Second, "b stands by", func() bool { return b.Consumer() != "" })
 	time.Sleep(300 * time.Millisecond) // b has checked a's liveness
-	bh.hold()
+	bh.Hold()
 	cut := time.Now()
 	publish(t, js, []string{"k1", "k2"}, 4)
 	natstest.Eventually(t, 5*time.Second, "b handling", func() bool { return cnt.get("b") >= 1 })
@@ -109,7 +109,7 @@ func TestBlackholedPinnedInstanceReplacedWithinASecond(t *testing.T) {
 	}
 	natstest.Eventually(t, 10*time.Second, "b handles the new messages", func() bool { return cnt.get("b") >= 4 })
 	natstest.Eventually(t, 5*time.Second, "a fenced itself", func() bool { return evA.has(cg.EventFenced, "") })
-	bh.release()
+	bh.Release()
 	publish(t, js, []string{"k1", "k2"}, 4)
 	natstest.Eventually(t, 10*time.Second, "all 12 handled", func() bool { return cnt.distinct() == 12 })
 	if a.PinID() != "" && cnt.get("a") > 4 {

@@ -192,8 +192,8 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 	var stale []string
 	var standby *proc
 	for round := range 2 {
-		bh := newBlackhole(t, s.Addr().String())
-		cut := e.startVia("m1", bh.url())
+		bh := natstest.NewBlackhole(t, s.Addr().String())
+		cut := e.startVia("m1", bh.URL())
 		if round == 0 {
 			standby = e.startJoined("m1")
 		}
@@ -231,7 +231,7 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 		e.steady(time.Now(), 5, "m1")
 		e.busyWith(cut, 12)
 		d := e.disrupt("black hole "+cut.name, e.maxAckPending, "m1")
-		bh.hold()
+		bh.Hold()
 		took := e.takeover("m1", pin, d.start, 10*time.Second)
 		tooks = append(tooks, took)
 		e.waitFor(cut.name+" fenced while cut off", 10*time.Second, func() bool {
@@ -243,7 +243,7 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 			return false
 		})
 		e.waitFor("the black hole to last 1.5s", 5*time.Second, func() bool { return time.Since(d.start) >= 1500*time.Millisecond })
-		bh.release()
+		bh.Release()
 		e.recovered(d)
 		e.steady(d.end, 10, "m1")
 		n, st := staleAcks(cut, pin, d.start, d.start.Add(fenceThreshold))

@@ -1,4 +1,4 @@
-package cg_test
+package natstest
 
 import (
 	"io"
@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// blackhole is a TCP proxy on loopback that can stop forwarding in both
+// Blackhole is a TCP proxy on loopback that can stop forwarding in both
 // directions without closing anything: the socket stays open and nothing
 // passes, as in a network partition. Bytes read while it holds wait and
 // go on when it lets through again.
-type blackhole struct {
+type Blackhole struct {
 	ln   net.Listener
 	to   string
 	mu   sync.Mutex
@@ -19,18 +19,19 @@ type blackhole struct {
 	held bool
 }
 
-func newBlackhole(t *testing.T, to string) *blackhole {
+// NewBlackhole starts a proxy to the address to, closed when the test ends.
+func NewBlackhole(t testing.TB, to string) *Blackhole {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &blackhole{ln: ln, to: to}
+	b := &Blackhole{ln: ln, to: to}
 	b.cond = sync.NewCond(&b.mu)
 	var conns []net.Conn
 	var cmu sync.Mutex
 	t.Cleanup(func() {
-		b.release()
+		b.Release()
 		_ = ln.Close()
 		cmu.Lock()
 		for _, c := range conns {
@@ -59,9 +60,10 @@ func newBlackhole(t *testing.T, to string) *blackhole {
 	return b
 }
 
-func (b *blackhole) url() string { return "nats://" + b.ln.Addr().String() }
+// URL is the proxy's nats:// URL.
+func (b *Blackhole) URL() string { return "nats://" + b.ln.Addr().String() }
 
-func (b *blackhole) pipe(from, to net.Conn) {
+func (b *Blackhole) pipe(from, to net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := from.Read(buf)
@@ -84,14 +86,14 @@ func (b *blackhole) pipe(from, to net.Conn) {
 	}
 }
 
-// hold stops forwarding; release resumes it.
-func (b *blackhole) hold() {
+// Hold stops forwarding; Release resumes it.
+func (b *Blackhole) Hold() {
 	b.mu.Lock()
 	b.held = true
 	b.mu.Unlock()
 }
 
-func (b *blackhole) release() {
+func (b *Blackhole) Release() {
 	b.mu.Lock()
 	b.held = false
 	b.cond.Broadcast()
