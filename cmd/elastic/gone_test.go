@@ -8,7 +8,6 @@ import (
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/internal/clitest"
-	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
 // A consume whose work stream is deleted exits 1 within 5s with one line
@@ -19,27 +18,18 @@ func TestConsumeWhenWorkStreamDeleted(t *testing.T) {
 	e.mustRun("elastic", "add", "ORDERS", "g", "m1")
 	a := clitest.Start(cmd.Run, e.env, "elastic", "consume", "ORDERS", "g", "m1", "--sleep", "1ms")
 	e.publish(3, "alice", "bob")
-	natstest.Eventually(t, 20*time.Second, "3 messages", func() bool { return strings.Count(a.Out.String(), "acked") == 3 })
+	a.WaitOut(t, 20*time.Second, "3 messages", func(out string) bool { return strings.Count(out, "acked") == 3 })
 	if err := e.js.DeleteStream(context.Background(), "ORDERS-g"); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan int, 1)
-	go func() { done <- a.Wait(t) }()
-	var code int
-	select {
-	case code = <-done:
-	case <-time.After(5 * time.Second):
+	code, ended := a.Within(t, 5*time.Second)
+	if !ended {
 		t.Fatalf("consume still running 5s after its work stream was deleted:\n%s", a.Err.String())
 	}
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, a.Err.String())
 	}
-	var errLines []string
-	for _, l := range strings.Split(a.Err.String(), "\n") {
-		if strings.HasPrefix(l, "error: ") {
-			errLines = append(errLines, l)
-		}
-	}
+	errLines := clitest.ErrorLines(a.Err.String())
 	if len(errLines) != 1 || !strings.Contains(errLines[0], "work stream ORDERS-g of elastic group g was deleted") || !strings.Contains(errLines[0], "re-run `cg elastic create ORDERS g`") {
 		t.Fatalf("want one error line naming the work stream and the repair, got %q\n%s", errLines, a.Err.String())
 	}

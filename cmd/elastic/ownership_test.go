@@ -2,57 +2,14 @@ package elastic_test
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
 )
-
-// inventory lists every stream, consumer and stored group key, so a
-// refused command can be shown to have created nothing.
-func inventory(t *testing.T, js jetstream.JetStream) string {
-	t.Helper()
-	ctx := context.Background()
-	var out []string
-	for name := range js.StreamNames(ctx).Name() {
-		out = append(out, "stream "+name)
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for c := range s.ConsumerNames(ctx).Name() {
-			out = append(out, "consumer "+name+"/"+c)
-		}
-	}
-	for _, b := range []string{cg.StaticBucket, cg.ElasticBucket} {
-		kv, err := js.KeyValue(ctx, b)
-		if err != nil {
-			continue
-		}
-		keys, _ := kv.Keys(ctx)
-		for _, k := range keys {
-			out = append(out, "key "+b+"/"+k)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
-}
-
-func oneLine(t *testing.T, what, stderr string, words ...string) {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if len(lines) != 1 {
-		t.Errorf("%s: stderr has %d lines, want one: %q", what, len(lines), stderr)
-	}
-	for _, w := range words {
-		if !strings.Contains(stderr, w) {
-			t.Errorf("%s: stderr %q does not mention %q", what, stderr, w)
-		}
-	}
-}
 
 func TestCLIElasticNameClashRefused(t *testing.T) {
 	e := newEnv(t)
@@ -63,13 +20,13 @@ func TestCLIElasticNameClashRefused(t *testing.T) {
 		}
 	}
 	e.mustRun("elastic", "create", "A1", "b-c", "4")
-	before := inventory(t, e.js)
+	before := clitest.Inventory(t, e.js)
 	r := e.run("elastic", "create", "A1-b", "c", "4", "--filter", "a1b.*")
 	if r.Code != 1 {
 		t.Fatalf("clashing create: exit %d (%q), want 1", r.Code, r.Err)
 	}
-	oneLine(t, "clashing create", r.Err, `elastic group "c" on "A1-b"`, `elastic group "b-c" on "A1"`, `"A1-b-c"`)
-	if after := inventory(t, e.js); after != before {
+	clitest.OneLine(t, "clashing create", r.Err, `elastic group "c" on "A1-b"`, `elastic group "b-c" on "A1"`, `"A1-b-c"`)
+	if after := clitest.Inventory(t, e.js); after != before {
 		t.Errorf("a refused create changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
@@ -83,23 +40,17 @@ func TestCLIElasticUserStreamKept(t *testing.T) {
 	if _, err := e.js.Publish(ctx, "mine.1", nil); err != nil {
 		t.Fatal(err)
 	}
-	before := inventory(t, e.js)
+	before := clitest.Inventory(t, e.js)
 	r := e.run("elastic", "create", "ORDERS", "g", "4", "--filter", "orders.*")
 	if r.Code != 1 {
 		t.Fatalf("create over a user's stream: exit %d (%q), want 1", r.Code, r.Err)
 	}
-	oneLine(t, "create over a user's stream", r.Err, "stream ORDERS-g exists but was not made by cg", `elastic group "g" on ORDERS`, "not a work-queue stream sourcing ORDERS", "rename the group or remove the stream")
-	if after := inventory(t, e.js); after != before {
+	clitest.OneLine(t, "create over a user's stream", r.Err, "stream ORDERS-g exists but was not made by cg", `elastic group "g" on ORDERS`, "not a work-queue stream sourcing ORDERS", "rename the group or remove the stream")
+	if after := clitest.Inventory(t, e.js); after != before {
 		t.Errorf("a refused create changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	// Stored by someone else over that stream: delete keeps the stream.
-	kv, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cg.ElasticBucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, "ORDERS.g", []byte(`{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[1]}]}`)); err != nil {
-		t.Fatal(err)
-	}
+	clitest.Store(t, e.js, cg.ElasticBucket, "ORDERS.g", `{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[1]}]}`)
 	r = e.run("elastic", "delete", "ORDERS", "g", "--force")
 	if r.Code != 0 || !strings.Contains(r.Err, "kept stream ORDERS-g") {
 		t.Fatalf("delete: exit %d, stderr %q; want 0 and the stream reported kept", r.Code, r.Err)

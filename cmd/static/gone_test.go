@@ -8,7 +8,6 @@ import (
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/internal/clitest"
-	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
 // A consume whose member consumer is deleted goes on (recreated); one
@@ -21,35 +20,26 @@ func TestConsumeWhenConsumerOrStreamDeleted(t *testing.T) {
 	}
 	a := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "g", "m1", "--sleep", "1ms")
 	e.publish(3, "alice", "bob")
-	natstest.Eventually(t, 20*time.Second, "3 messages", func() bool { return strings.Count(a.Out.String(), "acked") == 3 })
+	a.WaitOut(t, 20*time.Second, "3 messages", func(out string) bool { return strings.Count(out, "acked") == 3 })
 	ctx := context.Background()
 	if err := e.js.DeleteConsumer(ctx, "ORDERS", "g-m1"); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 5*time.Second, "recreated", func() bool { return strings.Contains(a.Err.String(), "recreated it") })
+	a.WaitErr(t, 5*time.Second, "recreated", func(errOut string) bool { return strings.Contains(errOut, "recreated it") })
 	e.publish(2, "alice", "bob")
-	natstest.Eventually(t, 10*time.Second, "2 more messages", func() bool { return strings.Count(a.Out.String(), "acked") >= 5 })
+	a.WaitOut(t, 10*time.Second, "2 more messages", func(out string) bool { return strings.Count(out, "acked") >= 5 })
 
 	if err := e.js.DeleteStream(ctx, "ORDERS"); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan int, 1)
-	go func() { done <- a.Wait(t) }()
-	var code int
-	select {
-	case code = <-done:
-	case <-time.After(5 * time.Second):
+	code, ended := a.Within(t, 5*time.Second)
+	if !ended {
 		t.Fatalf("consume still running 5s after its stream was deleted:\n%s", a.Err.String())
 	}
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, a.Err.String())
 	}
-	var errLines []string
-	for _, l := range strings.Split(a.Err.String(), "\n") {
-		if strings.HasPrefix(l, "error: ") {
-			errLines = append(errLines, l)
-		}
-	}
+	errLines := clitest.ErrorLines(a.Err.String())
 	if len(errLines) != 1 || !strings.Contains(errLines[0], "stream ORDERS was deleted") || !strings.Contains(errLines[0], "cg static delete ORDERS g") {
 		t.Fatalf("want one error line naming the stream and the repair, got %q\n%s", errLines, a.Err.String())
 	}

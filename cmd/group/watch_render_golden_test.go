@@ -1,0 +1,64 @@
+package group
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// TestGoldenWatchFrames: watch's full frame, rendered from fixed snapshots
+// (so nothing is normalised): a static group with a stalled, a lagging
+// and an unowned partition, a standby and pin events; an elastic group
+// with a member that has no instance. go test ./cmd/group -run Golden
+// -update rewrites them.
+func TestGoldenWatchFrames(t *testing.T) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	static := cg.Snapshot{Seq: 4, Time: at, Kind: "static", Stream: "ORDERS", Group: "g", Pending: 9,
+		Statuses: map[cg.PartitionStatus]int{cg.StatusOK: 3, cg.StatusStalled: 1, cg.StatusLagging: 1, cg.StatusUnowned: 1},
+		Members: []cg.MemberSnapshot{
+			{Member: "m1", Partitions: []int{0, 1, 2}, Status: cg.StatusStalled, Live: true, Instances: 2, Standbys: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-90 * time.Second)},
+			{Member: "m2", Partitions: []int{3, 4}, Status: cg.StatusLagging, Live: true, Instances: 1, PinID: "mnopqrstuvwx", PinnedSince: at.Add(-4 * time.Second)},
+			{Member: "m3", Partitions: []int{5}, Status: cg.StatusUnowned},
+		},
+		Events: []cg.PinEvent{
+			{Time: at.Add(-5 * time.Second), Event: "unpinned", Member: "m2", Reason: "admin"},
+			{Time: at.Add(-4 * time.Second), Event: "pinned", Member: "m2", PinID: "mnopqrstuvwx"},
+		}}
+	for p := range 6 {
+		ps := cg.PartitionSnapshot{Partition: p, Owner: "m1", Status: cg.StatusOK, Known: true}
+		switch p {
+		case 1:
+			ps.Status, ps.Lag = cg.StatusStalled, cg.Lag{Pending: 5, OldestSeq: 1, Oldest: at.Add(-3 * time.Second), AgeSeconds: 3}
+		case 3, 4:
+			ps.Owner = "m2"
+			if p == 4 {
+				ps.Status, ps.Lag = cg.StatusLagging, cg.Lag{Pending: 2, OldestSeq: 9, Oldest: at.Add(-time.Second), AgeSeconds: 1}
+			}
+		case 5:
+			ps.Owner, ps.Status, ps.Lag = "m3", cg.StatusUnowned, cg.Lag{Pending: 2, OldestSeq: 7, Oldest: at.Add(-2 * time.Second), AgeSeconds: 2}
+		}
+		static.Partitions = append(static.Partitions, ps)
+	}
+	elastic := cg.Snapshot{Seq: 1, Time: at, Kind: "elastic", Stream: "EVENTS", Group: "e", Pending: 0,
+		Statuses: map[cg.PartitionStatus]int{cg.StatusOK: 2, cg.StatusUnowned: 2},
+		Members: []cg.MemberSnapshot{
+			{Member: "m1", Partitions: []int{0, 1}, Status: cg.StatusOK, Live: true, Instances: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-time.Hour)},
+			{Member: "m2", Partitions: []int{2, 3}, Status: cg.StatusUnowned},
+		}}
+	for p := range 4 {
+		ps := cg.PartitionSnapshot{Partition: p, Owner: "m1", Status: cg.StatusOK, Known: true}
+		if p >= 2 {
+			ps.Owner, ps.Status = "m2", cg.StatusUnowned
+		}
+		elastic.Partitions = append(elastic.Partitions, ps)
+	}
+	for name, s := range map[string]cg.Snapshot{"watch-frame-static": static, "watch-frame-elastic": elastic} {
+		var b strings.Builder
+		renderSnapshot(&b, render.NewColorScheme(false), s, time.Second)
+		clitest.Golden(t, name, b.String())
+	}
+}
