@@ -202,7 +202,6 @@ type Handler func(ctx context.Context, msg *Msg)
 // Member is one running instance of a group member.
 type Member struct {
 	c       *Client
-	kind    strategy // what the kind of group does differently (strategy.go)
 	stream  string // the group's stream
 	cstream string // the stream the member consumer lives on
 	group   string
@@ -211,6 +210,9 @@ type Member struct {
 	consumer string
 	opts     JoinOptions
 	handler  Handler
+
+	// kind is what the kind of group does differently (strategy.go).
+	kind strategy
 
 	ctx    context.Context // cancelled on Stop: tells the handler to wrap up
 	cancel context.CancelFunc
