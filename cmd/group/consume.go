@@ -165,7 +165,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		case cg.EventPinned:
 			sum.PinsHeld++
 		case cg.EventPinLost:
-			if e.Reason != "released on stop" {
+			if e.Cause != cg.CauseReleasedOnStop {
 				sum.PinsLost++
 			}
 		case cg.EventStopped:

@@ -21,15 +21,6 @@ const EventRebalanced EventKind = "rebalanced"
 // filters overlap another consumer's (JSConsumerWQConsumerNotUniqueErr).
 const errFilterOverlap = 10100
 
-// elasticState is what the controller goroutine of an elastic instance owns.
-type elasticState struct {
-	kick      chan struct{} // a reason to reconcile now (consumer deleted…)
-	ctrlDone  chan struct{}
-	advisory  *nats.Subscription
-	staleSeen map[string]time.Time // when a stale consumer was first seen
-	waitingOn string               // why the instance waits ("" when bound)
-}
-
 // JoinElastic starts an instance of member in an elastic group. Unlike a
 // static member it may start before it is added: it waits, says so, and
 // starts pulling as soon as the group's configuration names it. It follows
@@ -41,8 +32,10 @@ type elasticState struct {
 // kept; a change of partitions, filters or buffer caps stops the instance
 // with ErrConfigChanged; deleting the group stops it cleanly.
 func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
-	m := &Member{c: c, kind: "elastic", stream: stream, cstream: WorkStreamName(stream, group), group: group, member: member,
+	m := &Member{c: c, stream: stream, cstream: WorkStreamName(stream, group), group: group, member: member,
 		consumer: member, handler: h, done: make(chan struct{})}
+	es := &elasticStrategy{Member: m, kick: make(chan struct{}, 1), ctrlDone: make(chan struct{}), staleSeen: map[string]time.Time{}}
+	m.kind = es
 	opts, err := m.join(ctx, h, opts)
 	if err != nil {
 		return nil, err
@@ -65,7 +58,7 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	} else if err := workStreamJoinProblem(ws.CachedInfo(), stream, group, cfg); err != nil {
 		return nil, err
 	}
-	m.elastic = cfg
+	es.elastic = cfg
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	kv, err := c.bucket(ctx, ElasticBucket)
 	if err != nil {
@@ -77,37 +70,23 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		m.cancel()
 		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
 	}
-	es := &elasticState{kick: make(chan struct{}, 1), ctrlDone: make(chan struct{}), staleSeen: map[string]time.Time{}}
-	m.es = es
 	// Consumer lifecycle advisories of the work stream wake a waiting
 	// instance the moment the consumer holding its partitions goes away.
-	adv := make(chan *nats.Msg, 256)
-	if sub, err := c.Conn().ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.*."+m.cstream+".*", adv); err == nil {
+	es.adv = make(chan *nats.Msg, 256)
+	if sub, err := c.Conn().ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.*."+m.cstream+".*", es.adv); err == nil {
 		es.advisory = sub
 	}
 	m.emit(Event{Kind: EventJoined})
-	go m.runElastic(adv)
+	m.kind.start()
 	m.stopWith(ctx)
 	return m, nil
-}
-
-// kickReconcile asks an elastic instance's controller to look again.
-func (m *Member) kickReconcile() {
-	if m.es == nil {
-		m.kickStatic()
-		return
-	}
-	select {
-	case m.es.kick <- struct{}{}:
-	default:
-	}
 }
 
 // runElastic is the controller: it serialises configuration changes,
 // advisories and retries, and reconciles the instance's binding with the
 // member's partitions after each.
-func (m *Member) runElastic(adv <-chan *nats.Msg) {
-	es := m.es
+func (m *elasticStrategy) runElastic() {
+	es, adv := m, m.adv
 	defer close(es.ctrlDone)
 	defer func() {
 		if es.advisory != nil {
@@ -136,7 +115,7 @@ func (m *Member) runElastic(adv <-chan *nats.Msg) {
 			}
 			switch e.Operation() {
 			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				go m.stop(nil, "group deleted")
+				go m.stopFor(nil, CauseGroupDeleted)
 				return
 			}
 			cfg, err := decodeElastic(e.Key(), e.Value())
@@ -148,7 +127,7 @@ func (m *Member) runElastic(adv <-chan *nats.Msg) {
 			cur := m.elastic
 			m.mu.Unlock()
 			if !cur.SameShape(cfg) {
-				go m.stop(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(cur.ShapeDiff(cfg), ", ")), "configuration changed")
+				go m.stopFor(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(cur.ShapeDiff(cfg), ", ")), CauseConfigChanged)
 				return
 			}
 			m.mu.Lock()
@@ -156,7 +135,7 @@ func (m *Member) runElastic(adv <-chan *nats.Msg) {
 			m.mu.Unlock()
 			again(m.reconcile())
 		case <-adv:
-			if m.es.waitingOn != "" {
+			if m.waitingOn != "" {
 				again(m.reconcile())
 			}
 		case <-es.kick:
@@ -176,7 +155,7 @@ func (m *Member) runElastic(adv <-chan *nats.Msg) {
 
 // reconcile makes the binding match the member's partitions in the current
 // configuration. It returns when to look again (0: nothing to wait for).
-func (m *Member) reconcile() time.Duration {
+func (m *elasticStrategy) reconcile() time.Duration {
 	m.mu.Lock()
 	cfg := m.elastic
 	b := m.bound
@@ -289,7 +268,7 @@ func Ranges(ps []int) string {
 	return strings.Join(parts, ",")
 }
 
-func (m *Member) attachElastic(want []string, parts []int) time.Duration {
+func (m *elasticStrategy) attachElastic(want []string, parts []int) time.Duration {
 	if m.stopping.Load() {
 		return 0
 	}
@@ -297,27 +276,27 @@ func (m *Member) attachElastic(want []string, parts []int) time.Duration {
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: err.Error()})
 		return 250 * time.Millisecond
 	}
-	delete(m.es.staleSeen, m.consumer)
-	m.es.waitingOn = ""
+	delete(m.staleSeen, m.consumer)
+	m.waitingOn = ""
 	m.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + Ranges(parts)})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	return 0
 }
 
-func (m *Member) setWaiting(reason string) {
-	if m.es.waitingOn == reason {
+func (m *elasticStrategy) setWaiting(reason string) {
+	if m.waitingOn == reason {
 		return
 	}
-	m.es.waitingOn = reason
+	m.waitingOn = reason
 	m.emit(Event{Kind: EventWaiting, Reason: reason})
 }
 
 // staleTooLong reports whether consumer name has been seen with stale
 // partitions for longer than the ack wait: its pinned instance is gone.
-func (m *Member) staleTooLong(name string) bool {
-	first, ok := m.es.staleSeen[name]
+func (m *elasticStrategy) staleTooLong(name string) bool {
+	first, ok := m.staleSeen[name]
 	if !ok {
-		m.es.staleSeen[name] = time.Now()
+		m.staleSeen[name] = time.Now()
 		return false
 	}
 	return time.Since(first) > m.opts.AckWait+time.Second
@@ -325,7 +304,7 @@ func (m *Member) staleTooLong(name string) bool {
 
 // deleteConsumerIf deletes consumer name if it still has the given
 // configuration's filters (not one an instance has just recreated).
-func (m *Member) deleteConsumerIf(ctx context.Context, name string, seen jetstream.ConsumerConfig) bool {
+func (m *elasticStrategy) deleteConsumerIf(ctx context.Context, name string, seen jetstream.ConsumerConfig) bool {
 	cons, err := m.c.js.Consumer(ctx, m.cstream, name)
 	if err != nil || !sameFilters(consumerFilters(cons.CachedInfo().Config), consumerFilters(seen)) {
 		return false
@@ -339,7 +318,7 @@ func (m *Member) deleteConsumerIf(ctx context.Context, name string, seen jetstre
 	if err := m.c.js.DeleteConsumer(ctx, m.cstream, name); err != nil {
 		return false
 	}
-	delete(m.es.staleSeen, name)
+	delete(m.staleSeen, name)
 	return true
 }
 
@@ -347,7 +326,7 @@ func (m *Member) deleteConsumerIf(ctx context.Context, name string, seen jetstre
 // partitions but no longer should: those of members dropped from the
 // group, and those whose partitions changed with nothing in hand (or whose
 // pinned instance is gone). It reports whether it deleted any.
-func (m *Member) clearStale(ctx context.Context, cfg ElasticConfig, want []string) bool {
+func (m *elasticStrategy) clearStale(ctx context.Context, cfg ElasticConfig, want []string) bool {
 	s, err := m.c.js.Stream(ctx, m.cstream)
 	if err != nil {
 		return false

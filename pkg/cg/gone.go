@@ -26,7 +26,7 @@ import (
 //     stops with ErrWorkStreamGone, naming the repair (re-run create).
 
 // kickStatic asks a static instance's guard to look at its consumer.
-func (m *Member) kickStatic() {
+func (m *staticStrategy) kickStatic() {
 	if m.gone == nil {
 		return
 	}
@@ -38,7 +38,7 @@ func (m *Member) kickStatic() {
 
 // guardStatic runs for the life of a static instance: on a kick it checks
 // that the member consumer still exists, and recreates it or stops.
-func (m *Member) guardStatic() {
+func (m *staticStrategy) guardStatic() {
 	for {
 		select {
 		case <-m.done:
@@ -58,7 +58,7 @@ func (m *Member) guardStatic() {
 
 // checkStaticConsumer acts on a missing member consumer; it reports
 // whether the instance is stopping.
-func (m *Member) checkStaticConsumer() (stopped bool) {
+func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 	defer cancel()
 	_, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
@@ -118,7 +118,7 @@ func (m *Member) checkStaticConsumer() (stopped bool) {
 
 // workStreamGone stops an elastic instance whose work stream was deleted:
 // cleanly when the group itself was deleted, else with ErrWorkStreamGone.
-func (m *Member) workStreamGone() time.Duration {
+func (m *elasticStrategy) workStreamGone() time.Duration {
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 	defer cancel()
 	if _, _, err := m.c.getElastic(ctx, m.stream, m.group); errors.Is(err, ErrGroupNotFound) {

@@ -54,7 +54,11 @@ type Event struct {
 	Partitions []int     `json:"partitions,omitempty"`
 	PinID      string    `json:"pin_id,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
-	Err        error     `json:"-"`
+	// Cause is why the instance stopped (EventStopped), lost its pin
+	// (EventPinLost) or fenced itself (EventFenced), for code to test;
+	// Reason says it in words. Empty for other events.
+	Cause EventCause `json:"-"`
+	Err   error      `json:"-"`
 }
 
 // Defaults of JoinOptions. The ack wait and the pinned TTL derived from it
@@ -123,6 +127,10 @@ type JoinOptions struct {
 	// OnEvent receives state changes. It is called from the instance's
 	// goroutines and must not block for long.
 	OnEvent func(Event)
+
+	// stage, when set (by tests), makes each binding's delivery stage in
+	// place of the serial one (delivery.go).
+	stage func(deliverySink) delivery
 }
 
 func (o JoinOptions) withDefaults() (JoinOptions, error) {
@@ -194,7 +202,6 @@ type Handler func(ctx context.Context, msg *Msg)
 // Member is one running instance of a group member.
 type Member struct {
 	c       *Client
-	kind    string // "static" or "elastic"
 	stream  string // the group's stream
 	cstream string // the stream the member consumer lives on
 	group   string
@@ -204,6 +211,9 @@ type Member struct {
 	opts     JoinOptions
 	handler  Handler
 
+	// kind is what the kind of group does differently (strategy.go).
+	kind strategy
+
 	ctx    context.Context // cancelled on Stop: tells the handler to wrap up
 	cancel context.CancelFunc
 
@@ -211,18 +221,14 @@ type Member struct {
 	stopping atomic.Bool
 
 	mu         sync.Mutex
-	static     StaticConfig
-	elastic    ElasticConfig
 	partitions []int
 	bound      *binding // the consumer this instance pulls from, if any
-	es         *elasticState
 	pinID      string
 	fencedPin  string // the pin given up by fencing: its messages are never acked
 	doubted    string // the pin fencing could not confirm (server unreachable): nothing under it is acked until it does
-	resumed    string // how a recreated static consumer resumed
 	liveness   *nats.Subscription
-	gone       chan struct{} // static: the consumer may have been deleted (gone.go)
 	stopErr    error
+	stopCause  EventCause
 	once       sync.Once
 	done       chan struct{}
 }
@@ -232,9 +238,8 @@ type Member struct {
 type binding struct {
 	filters []string
 	puller  *puller
-	// work carries pulled messages to the handler loop. Messages are
-	// handled serially, in delivery order; parallel per-partition lanes
-	// would fan out from here, one loop per lane.
+	// work carries pulled messages to the handler loop, which passes
+	// them to the delivery stage (delivery.go) in delivery order.
 	work      chan *nats.Msg
 	releasing atomic.Bool
 	// acked remembers the stream sequences this binding acked lately, so
@@ -277,8 +282,10 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 // h. It returns once the instance is pulling; watch Done for its end.
 // Cancelling ctx stops the instance as Stop does.
 func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
-	m := &Member{c: c, kind: "static", stream: stream, cstream: stream, group: group, member: member,
-		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{}), gone: make(chan struct{}, 1)}
+	m := &Member{c: c, stream: stream, cstream: stream, group: group, member: member,
+		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{})}
+	st := &staticStrategy{Member: m, gone: make(chan struct{}, 1)}
+	m.kind = st
 	opts, err := m.join(ctx, h, opts)
 	if err != nil {
 		return nil, err
@@ -297,7 +304,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if err := c.joinStaticPreflight(ctx, stream, cfg); err != nil {
 		return nil, err
 	}
-	m.static = cfg
+	st.static = cfg
 	m.partitions = cfg.Assignment().MemberPartitions(member)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 
@@ -311,20 +318,19 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
 	}
 	if filters := cfg.MemberFilters(member); len(filters) > 0 {
-		if err := m.bindStatic(ctx, filters); err != nil {
+		if err := st.bindStatic(ctx, filters); err != nil {
 			_ = m.watcher.Stop()
 			m.cancel()
 			return nil, err
 		}
 	}
-	m.emit(Event{Kind: EventJoined, Reason: m.resumed})
+	m.emit(Event{Kind: EventJoined, Reason: st.resumed})
 	if len(m.partitions) == 0 {
 		m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
 	} else {
 		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	}
-	go m.watchStatic()
-	go m.guardStatic()
+	m.kind.start()
 	m.stopWith(ctx)
 	return m, nil
 }
@@ -355,19 +361,9 @@ func (m *Member) consumerConfig(filters []string) jetstream.ConsumerConfig {
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
 		PinnedTTL:      m.opts.PinnedTTL,
 	}
-	if m.kind == "static" {
-		cc.Durable = m.consumer
-		// Not forever: see positions.go.
-		cc.InactiveThreshold = m.opts.InactiveThreshold
-	} else {
-		// Not durable: it goes away by inactivity, one ack wait after every
-		// instance of the member has stopped. The threshold is the
-		// reference's, so that instances of both share the consumer.
-		cc.Name = m.consumer
-		cc.InactiveThreshold = m.opts.AckWait
-	}
+	m.kind.shape(&cc)
 	if !m.opts.ReferenceCompatible {
-		cc.Metadata = Marks(m.kind, m.stream, m.group, m.member)
+		cc.Metadata = Marks(m.kind.name(), m.stream, m.group, m.member)
 	}
 	return cc
 }
@@ -402,7 +398,7 @@ func compatible(have jetstream.ConsumerConfig, filters []string) bool {
 // consumer with other filters (a leftover of an earlier group of the same
 // name) is updated when no instance pulls from it; one that is not the
 // member's is never touched.
-func (m *Member) bindStatic(ctx context.Context, filters []string) error {
+func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error {
 	want := m.consumerConfig(filters)
 	var (
 		cons    jetstream.Consumer
@@ -478,38 +474,25 @@ func (m *Member) attach(filters []string) error {
 	return nil
 }
 
-// handleLoop hands each pulled message to the handler, in order. Once the
-// binding is being released it naks what is left instead, so the next
-// owner (or pinned instance) gets it at once.
+// handleLoop passes each pulled message to the binding's delivery stage
+// (delivery.go), in order. Once the pull loop has ended (the binding is
+// being released) it has the stage hand back what it has not given to the
+// handler, naks what is still on its way, and waits for the handler.
 func (m *Member) handleLoop(b *binding) {
 	defer close(b.handleDone)
+	stage := m.newDelivery(bindingSink{m: m, b: b})
 	for {
 		select {
 		case raw := <-b.work:
-			if b.releasing.Load() || m.stopping.Load() {
-				_ = raw.Nak()
-				continue
-			}
-			if m.staleMsg(raw) {
-				// Delivered under a pin we can no longer be sure of: the
-				// new pinned instance gets it instead.
-				_ = raw.Nak()
-				continue
-			}
-			if md, err := raw.Metadata(); err == nil && md.NumDelivered > 1 && b.acked.has(md.Sequence.Stream) {
-				// Handled and acked already; the ack did not make it in
-				// time. Settle it again instead of handling it twice.
-				_ = raw.Ack()
-				continue
-			}
-			subject, p := StripPartition(raw.Subject)
-			m.handler(m.ctx, &Msg{Msg: jsMsg{m: raw, nc: b.puller.nc, mem: m, acked: b.acked}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+			stage.accept(raw)
 		case <-b.pullDone:
+			stage.handBack()
 			for {
 				select {
 				case raw := <-b.work:
 					_ = raw.Nak()
 				default:
+					stage.wait()
 					return
 				}
 			}
@@ -555,7 +538,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 		switch how {
 		case releaseUnpin:
 			if m.unpin() == nil {
-				m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "released on stop"})
+				m.emit(Event{Kind: EventPinLost, PinID: pin, Cause: CauseReleasedOnStop, Reason: "released on stop"})
 			}
 		case releaseDelete:
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -564,7 +547,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 				_ = m.c.js.DeleteConsumer(ctx, m.cstream, m.consumer)
 			}
 			cancel()
-			m.emit(Event{Kind: EventPinLost, PinID: pin, Reason: "let go of the member consumer to rebalance"})
+			m.emit(Event{Kind: EventPinLost, PinID: pin, Cause: CauseReleasedToRebalance, Reason: "let go of the member consumer to rebalance"})
 		}
 		// Messages sent to us before that arrive before its reply.
 		b.puller.drain()
@@ -682,7 +665,7 @@ func (m *Member) fence(gap time.Duration) {
 		}
 		m.mu.Unlock()
 		if first {
-			m.emit(Event{Kind: EventFenced, PinID: suspect, Reason: fmt.Sprintf(
+			m.emit(Event{Kind: EventFenced, PinID: suspect, Cause: CausePinUnconfirmed, Reason: fmt.Sprintf(
 				"cut off from the server, frozen or starved for %s (fence threshold %s): cannot confirm pin %s, so handing buffered messages back and acking nothing under it until the server confirms it is still this instance's",
 				gap.Round(time.Millisecond), m.fenceAfter(), shortID(suspect))})
 		}
@@ -700,7 +683,7 @@ func (m *Member) fence(gap time.Duration) {
 	if had == "" {
 		return
 	}
-	m.emit(Event{Kind: EventFenced, PinID: had, Reason: fmt.Sprintf(
+	m.emit(Event{Kind: EventFenced, PinID: had, Cause: CauseFenced, Reason: fmt.Sprintf(
 		"frozen, starved or cut off from the server for %s (fence threshold %s, pinned TTL %s): a standby may have unpinned it or the server pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
 		gap.Round(time.Millisecond), m.fenceAfter(), m.opts.PinnedTTL, shortID(had))})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
@@ -731,7 +714,7 @@ func shortID(id string) string {
 }
 
 // lostPin forgets our pin id after the server refused it.
-func (m *Member) lostPin(reason string) {
+func (m *Member) lostPin(cause EventCause, reason string) {
 	m.mu.Lock()
 	had := m.pinID
 	m.pinID = ""
@@ -739,7 +722,7 @@ func (m *Member) lostPin(reason string) {
 	m.mu.Unlock()
 	m.answerLiveness("")
 	if had != "" {
-		m.emit(Event{Kind: EventPinLost, PinID: had, Reason: reason})
+		m.emit(Event{Kind: EventPinLost, PinID: had, Cause: cause, Reason: reason})
 		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	}
 }
@@ -747,7 +730,7 @@ func (m *Member) lostPin(reason string) {
 // watchStatic follows a static group's KV entry: a deletion stops the
 // instance cleanly, any change stops it with an error (static membership
 // is fixed).
-func (m *Member) watchStatic() {
+func (m *staticStrategy) watchStatic() {
 	for {
 		select {
 		case <-m.done:
@@ -761,16 +744,16 @@ func (m *Member) watchStatic() {
 			}
 			switch e.Operation() {
 			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				go m.stop(nil, "group deleted")
+				go m.stopFor(nil, CauseGroupDeleted)
 				return
 			}
 			cfg, err := decodeStatic(e.Key(), e.Value())
 			if err != nil {
-				go m.stop(err, "stored configuration unusable")
+				go m.stopFor(err, CauseConfigInvalid)
 				return
 			}
 			if !cfg.Equal(m.static) {
-				go m.stop(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), changedFrom(m.static, cfg)), "configuration changed")
+				go m.stopFor(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), changedFrom(m.static, cfg)), CauseConfigChanged)
 				return
 			}
 		}
@@ -798,31 +781,34 @@ func (m *Member) emit(e Event) {
 // in hand is finished by the handler, and if this instance holds the pin it
 // is released so a standby takes over at once. Stop waits for all that, so
 // a handler must not call it: cancel the context given to the join instead.
-func (m *Member) Stop() { m.stop(nil, reasonStopRequested) }
+func (m *Member) Stop() { m.stopFor(nil, CauseStopRequested) }
 
 const reasonStopRequested = "stop requested"
 
-func (m *Member) stop(err error, reason string) {
+// stop stops the instance for the stop cause named by reason (the words of
+// stopReasons): the form gone.go's stop paths use.
+func (m *Member) stop(err error, reason string) { m.finish(err, stopCauseOf(reason), reason) }
+
+// stopFor stops the instance for cause, reporting it with its words.
+func (m *Member) stopFor(err error, cause EventCause) { m.finish(err, cause, stopReasons[cause]) }
+
+func (m *Member) finish(err error, cause EventCause, reason string) {
 	m.once.Do(func() {
 		m.stopping.Store(true)
 		m.cancel()
-		if m.es != nil {
-			<-m.es.ctrlDone // no rebinding behind our back
-		}
+		m.kind.halt() // no rebinding behind our back
 		how := releaseKeep
-		if reason == reasonStopRequested {
+		if cause == CauseStopRequested {
 			how = releaseUnpin
 		}
 		wasPinned := m.release(how)
-		if wasPinned && m.kind == "static" && reason == reasonStopRequested {
-			var none uint64
-			m.savePosition(&none)
-		}
+		m.kind.stopped(wasPinned, cause)
 		m.mu.Lock()
 		m.stopErr = err
+		m.stopCause = cause
 		m.mu.Unlock()
 		_ = m.watcher.Stop()
-		m.emit(Event{Kind: EventStopped, Err: err, Reason: reason})
+		m.emit(Event{Kind: EventStopped, Err: err, Cause: cause, Reason: reason})
 		close(m.done)
 	})
 	<-m.done
@@ -846,6 +832,14 @@ func (m *Member) Err() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stopErr
+}
+
+// StopCause is why the instance stopped (CauseStopRequested after Stop,
+// CauseGroupDeleted, CauseConfigChanged…), or "" while it runs.
+func (m *Member) StopCause() EventCause {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopCause
 }
 
 // Wait blocks until the instance stops and returns Err.

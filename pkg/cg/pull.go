@@ -277,21 +277,21 @@ func (p *puller) status(msg *nats.Msg) bool {
 		p.outstanding = false
 	case "423": // our pin id is stale: the server pinned another instance
 		p.outstanding = false
-		p.m.lostPin("the server pinned another instance")
+		p.m.lostPin(CauseOtherPinned, "the server pinned another instance")
 	case "409":
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
 		if strings.Contains(desc, "Consumer Deleted") {
 			// Elastic: rebalancing, another instance deleted the member
 			// consumer. Either kind: it may have been deleted by hand.
-			p.m.kickReconcile()
+			p.m.kind.lookAgain()
 		} else if !strings.Contains(desc, "Leadership Change") {
 			p.m.emit(Event{Kind: EventWarning, Reason: "pull refused: " + desc, Err: errors.New(desc)})
 		}
 	case "503": // no responders: the consumer is gone
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
-		p.m.kickReconcile()
+		p.m.kind.lookAgain()
 	default:
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)

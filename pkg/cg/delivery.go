@@ -1,0 +1,142 @@
+package cg
+
+import (
+	"github.com/nats-io/nats.go"
+)
+
+// The delivery stage is how pulled messages reach user code. The runtime
+// (member.go, pull.go, liveness.go and the kind's strategy) pulls, tracks
+// the pin, fences, watches the pinned instance and rebalances; it hands
+// each message to the stage and, when it lets go of the consumer, asks the
+// stage for everything back. The stage decides only how messages are
+// handed to the handler: one at a time (serialDelivery, today's only
+// stage), or, to come, on lanes by key (one key in order, many lanes at
+// once) or in batches (up to N gathered for a wait, one call). The runtime
+// does not change when another stage is plugged in.
+
+// deliverySink is what the runtime gives a stage.
+type deliverySink interface {
+	// admit is asked for each message right before it goes to user code
+	// (not when it is accepted: a message may wait in a stage while the
+	// pin is lost or the instance fences or stops). When the message must
+	// not be handled it settles it itself (a nak hands it to the next
+	// pinned instance or owner; a redelivery of one already acked is acked
+	// again) and returns false; the stage then drops it and goes on.
+	admit(raw *nats.Msg) bool
+	// handle gives one admitted message to the user's handler and returns
+	// when the handler does. The handler settles it (or leaves it to the
+	// ack wait).
+	handle(raw *nats.Msg)
+	// acked reports whether raw was acked through the runtime's message
+	// (its ack reached the server, or may have).
+	acked(raw *nats.Msg) bool
+	// keepAlive tells the server raw is still being worked on (an
+	// in-progress ack), for a stage that holds messages queued for longer
+	// than the ack wait. It refuses, like an ack, under a doubtful pin.
+	keepAlive(raw *nats.Msg) error
+}
+
+// delivery is a stage. The runtime calls it from one goroutine (the
+// binding's handler loop), in this order: accept any number of times,
+// then handBack once, then wait once. The contract:
+//
+//   - accept takes the next pulled message, in delivery order. It may
+//     hand it to user code before returning (serial) or queue it and
+//     return (lanes, batches); it may block while the stage is full, which
+//     holds the pull loop back. Every accepted message goes through
+//     sink.admit right before user code sees it.
+//   - handBack is called once the runtime lets go of the consumer (stop,
+//     pin lost to a release, rebalance, a consumer recreated): it naks, in
+//     delivery order, every accepted message not yet given to user code,
+//     so the next pinned instance or owner gets them at once and in order.
+//     A message of a key whose earlier message is still in user code is
+//     handed back too, never handled after the release began.
+//   - wait blocks until no message is in user code's hands (the handler
+//     calls in flight have returned, finished or abandoned), and reports
+//     whether the last message user code was given was acked: a stop or
+//     rebalance loses nothing when it was.
+type delivery interface {
+	accept(raw *nats.Msg)
+	handBack()
+	wait() (lastAcked bool)
+}
+
+// newDelivery makes the stage for a binding: JoinOptions.stage when a test
+// sets one, else the serial stage.
+func (m *Member) newDelivery(sink deliverySink) delivery {
+	if m.opts.stage != nil {
+		return m.opts.stage(sink)
+	}
+	return newSerialDelivery(sink)
+}
+
+// serialDelivery hands messages to the handler one at a time, in delivery
+// order, on the caller's goroutine: accept returns once the handler has.
+// Nothing is ever queued, so handBack has nothing to give back and wait
+// nothing to wait for.
+type serialDelivery struct {
+	sink deliverySink
+	// last is the message last given to the handler; lastAcked whether it
+	// was acked by the time the handler returned.
+	last      *nats.Msg
+	lastAcked bool
+}
+
+func newSerialDelivery(sink deliverySink) *serialDelivery { return &serialDelivery{sink: sink} }
+
+func (d *serialDelivery) accept(raw *nats.Msg) {
+	if !d.sink.admit(raw) {
+		return
+	}
+	d.last = raw
+	d.sink.handle(raw)
+	d.lastAcked = d.sink.acked(raw)
+}
+
+func (d *serialDelivery) handBack() {}
+
+func (d *serialDelivery) wait() bool { return d.last == nil || d.lastAcked }
+
+// bindingSink is the runtime's side of a binding's stage.
+type bindingSink struct {
+	m *Member
+	b *binding
+}
+
+func (s bindingSink) admit(raw *nats.Msg) bool {
+	m, b := s.m, s.b
+	if b.releasing.Load() || m.stopping.Load() {
+		_ = raw.Nak()
+		return false
+	}
+	if m.staleMsg(raw) {
+		// Delivered under a pin we can no longer be sure of: the
+		// new pinned instance gets it instead.
+		_ = raw.Nak()
+		return false
+	}
+	if md, err := raw.Metadata(); err == nil && md.NumDelivered > 1 && b.acked.has(md.Sequence.Stream) {
+		// Handled and acked already; the ack did not make it in
+		// time. Settle it again instead of handling it twice.
+		_ = raw.Ack()
+		return false
+	}
+	return true
+}
+
+func (s bindingSink) handle(raw *nats.Msg) {
+	m := s.m
+	subject, p := StripPartition(raw.Subject)
+	m.handler(m.ctx, &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+}
+
+func (s bindingSink) msg(raw *nats.Msg) jsMsg {
+	return jsMsg{m: raw, nc: s.b.puller.nc, mem: s.m, acked: s.b.acked}
+}
+
+func (s bindingSink) acked(raw *nats.Msg) bool {
+	md, err := raw.Metadata()
+	return err == nil && s.b.acked.has(md.Sequence.Stream)
+}
+
+func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgress() }
