@@ -34,7 +34,7 @@ bench:
 	$(BENCH) '^BenchmarkMemberConsume$$' -benchtime 2000x
 	$(BENCH) '^BenchmarkStaticInfoLag256$$' -benchtime 10x
 	$(BENCH) '^BenchmarkInfoPartitions$$/^1000$$' -benchtime 10x
-	$(BENCH) '^BenchmarkMinimalMappings$$' -benchtime 200x
+	go test -run '^$$' -benchmem ./pkg/cg/partition/ -bench '^BenchmarkMinimalMappings$$' -benchtime 200x
 
 bench-all: bench
 	$(BENCH) '^BenchmarkInfoPartitions$$/^(4000|16000)$$' -benchtime 5x

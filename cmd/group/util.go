@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
@@ -15,7 +16,7 @@ func Ranges(ps []int) string {
 	if len(ps) == 0 {
 		return "-"
 	}
-	return cg.Ranges(ps)
+	return partition.Ranges(ps)
 }
 
 // shortPin shows a pin id's tail: ids from one server share their prefix.

@@ -15,6 +15,7 @@ import (
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // Options are the bound arguments and flags of partition.
@@ -151,7 +152,7 @@ func run(ctx context.Context, o *Options) error {
 	if o.Filter != nil {
 		filters = []cg.PartitioningFilter{*o.Filter}
 	}
-	var owners cg.Assignment
+	var owners partition.Assignment
 	if o.Stream != "" {
 		var err error
 		if filters, owners, err = readGroup(ctx, o); err != nil {
@@ -175,7 +176,7 @@ func run(ctx context.Context, o *Options) error {
 	if o.Stream != "" && loc.Partition < len(owners.Owner) {
 		out.Owner = owners.Owner[loc.Partition]
 	}
-	out.SameAs, _ = cg.OtherSplit(loc.Tokens)
+	out.SameAs, _ = partition.OtherSplit(loc.Tokens)
 
 	ios := o.F.IOStreams
 	cs := render.NewColorScheme(ios.ColorEnabled())
@@ -223,15 +224,15 @@ func kind(o *Options) group.Kind {
 // readGroup reads the partitioning filters and the ownership of the
 // group: from the stream's transform and the static config, or from the
 // elastic config.
-func readGroup(ctx context.Context, o *Options) ([]cg.PartitioningFilter, cg.Assignment, error) {
+func readGroup(ctx context.Context, o *Options) ([]cg.PartitioningFilter, partition.Assignment, error) {
 	c, err := o.F.Client()
 	if err != nil {
-		return nil, cg.Assignment{}, err
+		return nil, partition.Assignment{}, err
 	}
 	if o.Elastic {
 		cfg, err := c.ElasticConfig(ctx, o.Stream, o.Group)
 		if err != nil {
-			return nil, cg.Assignment{}, group.Wrap(err, kind(o), o.Stream, o.Group)
+			return nil, partition.Assignment{}, group.Wrap(err, kind(o), o.Stream, o.Group)
 		}
 		return cfg.PartitioningFilters, cfg.Assignment(), nil
 	}
@@ -240,15 +241,15 @@ func readGroup(ctx context.Context, o *Options) ([]cg.PartitioningFilter, cg.Ass
 		if errors.Is(err, cg.ErrGroupNotFound) {
 			err = fmt.Errorf("%w (for an elastic group add --elastic)", err)
 		}
-		return nil, cg.Assignment{}, group.Wrap(err, kind(o), o.Stream, o.Group)
+		return nil, partition.Assignment{}, group.Wrap(err, kind(o), o.Stream, o.Group)
 	}
 	pf, n, err := c.StaticPartitioning(ctx, o.Stream)
 	if err != nil {
-		return nil, cg.Assignment{}, err
+		return nil, partition.Assignment{}, err
 	}
 	a := cfg.Assignment()
 	if n != a.Partitions {
-		return nil, cg.Assignment{}, fmt.Errorf("stream %q partitions into %d but static group %q has max-members %d; recreate the group to match", o.Stream, n, o.Group, a.Partitions)
+		return nil, partition.Assignment{}, fmt.Errorf("stream %q partitions into %d but static group %q has max-members %d; recreate the group to match", o.Stream, n, o.Group, a.Partitions)
 	}
 	return []cg.PartitioningFilter{pf}, a, nil
 }

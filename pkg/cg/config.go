@@ -9,13 +9,6 @@ import (
 	"unicode"
 )
 
-// MemberMapping hands an explicit set of partitions to one member. Its JSON
-// form is part of the on-server contract shared with the reference.
-type MemberMapping struct {
-	Member     string `json:"member"`
-	Partitions []int  `json:"partitions"`
-}
-
 // StaticConfig is the stored configuration of a static group, kept as JSON
 // under key <stream>.<group> in the static-consumer-groups KV bucket. The
 // field names and omitempty rules are the reference's, byte for byte.
@@ -348,19 +341,6 @@ func ParseMapping(s string) (MemberMapping, error) {
 		}
 	}
 	return mm, nil
-}
-
-// FormatMappings renders mappings as the command line writes them.
-func FormatMappings(mms []MemberMapping) string {
-	var parts []string
-	for _, mm := range mms {
-		ps := make([]string, len(mm.Partitions))
-		for i, p := range mm.Partitions {
-			ps[i] = strconv.Itoa(p)
-		}
-		parts = append(parts, mm.Member+":"+strings.Join(ps, ","))
-	}
-	return strings.Join(parts, " ")
 }
 
 // changedFrom names what a stored static configuration changed, new value

@@ -386,24 +386,6 @@ func applyOptions(opts []ChangeOption) changeOptions {
 	return o
 }
 
-// Move is one partition changing owner ("" for none).
-type Move struct {
-	Partition int    `json:"partition"`
-	From      string `json:"from"`
-	To        string `json:"to"`
-}
-
-// Moves lists the partitions whose owner differs between two assignments.
-func Moves(before, after Assignment) []Move {
-	var out []Move
-	for p := 0; p < len(after.Owner) && p < len(before.Owner); p++ {
-		if before.Owner[p] != after.Owner[p] {
-			out = append(out, Move{Partition: p, From: before.Owner[p], To: after.Owner[p]})
-		}
-	}
-	return out
-}
-
 // maxCASRetries bounds the compare-and-set loop of membership changes.
 const maxCASRetries = 100
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -245,27 +244,6 @@ func (m *elasticStrategy) reconcile() time.Duration {
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: "creating consumer: " + err.Error()})
 		return 250 * time.Millisecond
 	}
-}
-
-// Ranges renders partitions compactly: 0-4,7,9 (a run of two as 3,4).
-func Ranges(ps []int) string {
-	var parts []string
-	for i := 0; i < len(ps); {
-		j := i
-		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
-			j++
-		}
-		switch {
-		case j == i:
-			parts = append(parts, strconv.Itoa(ps[i]))
-		case j == i+1:
-			parts = append(parts, strconv.Itoa(ps[i]), strconv.Itoa(ps[j]))
-		default:
-			parts = append(parts, strconv.Itoa(ps[i])+"-"+strconv.Itoa(ps[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 func (m *elasticStrategy) attachElastic(want []string, parts []int) time.Duration {

@@ -117,7 +117,7 @@ func TestMinimalMappingsEdges(t *testing.T) {
 		{"replace one", BalancedAssignment([]string{"a", "b", "c"}, 9), []string{"a", "b", "d"}, 3},
 		{"add in front by name", BalancedAssignment([]string{"b", "c"}, 10), []string{"a", "b", "c"}, 3},
 		{"unchanged", BalancedAssignment(names("m", 3), 12), names("m", 3), 0},
-		{"uneven mappings", MappedAssignment([]MemberMapping{{"a", []int{0}}, {"b", []int{1, 2, 3, 4, 5, 6, 7, 8}}, {"whale", []int{9}}}, 10), []string{"a", "b", "whale"}, 4},
+		{"uneven mappings", MappedAssignment([]MemberMapping{{Member: "a", Partitions: []int{0}}, {Member: "b", Partitions: []int{1, 2, 3, 4, 5, 6, 7, 8}}, {Member: "whale", Partitions: []int{9}}}, 10), []string{"a", "b", "whale"}, 4},
 		{"partly unowned", Assignment{Partitions: 4, Owner: []string{"a", "", "a", ""}}, []string{"a", "b"}, 2},
 	}
 	for _, tt := range tests {
@@ -283,9 +283,9 @@ func TestMinimalChangeKeepsMemberListWhenAsGood(t *testing.T) {
 		{"1 to 2 over 10", ElasticConfig{MaxMembers: 10, Members: []string{"a"}}, []string{"a", "b"}, false},
 		{"8 to 9 over 256", ElasticConfig{MaxMembers: 256, Members: names("m", 8)}, names("m", 9), true},
 		{"drop the last", ElasticConfig{MaxMembers: 10, Members: []string{"a"}}, nil, false},
-		{"mapped, drop the last", ElasticConfig{MaxMembers: 2, MemberMappings: []MemberMapping{{"a", []int{0, 1}}}}, nil, false},
-		{"mapped, back to even blocks", ElasticConfig{MaxMembers: 4, MemberMappings: []MemberMapping{{"a", []int{0, 1, 2}}, {"b", []int{3}}}}, []string{"a", "b"}, false},
-		{"mapped, uneven", ElasticConfig{MaxMembers: 4, MemberMappings: []MemberMapping{{"a", []int{3}}, {"b", []int{0, 1, 2}}}}, []string{"a", "b"}, true},
+		{"mapped, drop the last", ElasticConfig{MaxMembers: 2, MemberMappings: []MemberMapping{{Member: "a", Partitions: []int{0, 1}}}}, nil, false},
+		{"mapped, back to even blocks", ElasticConfig{MaxMembers: 4, MemberMappings: []MemberMapping{{Member: "a", Partitions: []int{0, 1, 2}}, {Member: "b", Partitions: []int{3}}}}, []string{"a", "b"}, false},
+		{"mapped, uneven", ElasticConfig{MaxMembers: 4, MemberMappings: []MemberMapping{{Member: "a", Partitions: []int{3}}, {Member: "b", Partitions: []int{0, 1, 2}}}}, []string{"a", "b"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,10 +304,10 @@ func TestMinimalChangeKeepsMemberListWhenAsGood(t *testing.T) {
 	}
 }
 
-func BenchmarkMinimalMappings(b *testing.B) {
-	before := BalancedAssignment(names("m", 19), 1024)
-	members := names("m", 20)
-	for b.Loop() {
-		MinimalMappings(before, members)
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%02d", prefix, i+1)
 	}
+	return out
 }

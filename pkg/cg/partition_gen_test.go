@@ -1,6 +1,7 @@
 package cg
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -204,4 +205,19 @@ func randTransformCase(r *rand.Rand, prefix string) transformCase {
 		tc.wildcards = randWildcards(r, wild)
 	}
 	return tc
+}
+
+// randMembers returns 0 to maxM names drawn from a small pool, so that
+// duplicates and byte-order surprises (m1 < m10 < m2, B < a) are common.
+func randMembers(r *rand.Rand, maxM int) []string {
+	pool := []string{"m0", "m1", "m2", "m10", "m11", "m20", "a", "B", "b", "é", "Ω", "w-1", "w_1", "z"}
+	var out []string
+	for m := r.IntN(maxM + 1); m > 0; m-- {
+		if r.IntN(4) == 0 {
+			out = append(out, fmt.Sprintf("w%d", r.IntN(400)))
+		} else {
+			out = append(out, pool[r.IntN(len(pool))])
+		}
+	}
+	return out
 }

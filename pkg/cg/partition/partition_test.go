@@ -1,4 +1,4 @@
-package cg
+package partition
 
 import (
 	"fmt"
@@ -195,23 +195,6 @@ func TestPartitionParseTransform(t *testing.T) {
 		}
 		if pt.Partitions != c.n || !slices.Equal(pt.Wildcards, c.wildcards) || pt.Source != "src.>" || pt.Destination != c.dest {
 			t.Errorf("ParsePartitionTransform(%q) = %+v, want N=%d wildcards %v", c.dest, pt, c.n, c.wildcards)
-		}
-	}
-}
-
-// ParsePartitionTransform reads back what ElasticTransformDestination writes.
-func TestPartitionParseTransformRoundTrip(t *testing.T) {
-	r := newRand(testSeed(t))
-	for i := 0; i < 2000; i++ {
-		tc := randTransformCase(r, "")
-		for _, dest := range []string{
-			ElasticTransformDestination(tc.n, tc.filter, tc.wildcards),
-			transformDest(r, tc.n, tc.filter, tc.wildcards),
-		} {
-			pt, ok, err := ParsePartitionTransform(tc.filter, dest)
-			if !ok || err != nil || pt.Partitions != tc.n || !slices.Equal(pt.Wildcards, tc.wildcards) {
-				t.Fatalf("ParsePartitionTransform(%q, %q) = %+v, %v, %v; want N=%d wildcards %v", tc.filter, dest, pt, ok, err, tc.n, tc.wildcards)
-			}
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cg
+package partition
 
 import (
 	"fmt"
