@@ -568,6 +568,14 @@ func (m *Member) notePin(raw *nats.Msg) {
 		return
 	}
 	m.mu.Lock()
+	if pid == m.fencedPin {
+		// Sent under the pin this instance fenced itself off from, and
+		// arriving only now (a cut link held it): the pin is not this
+		// instance's to take back, so the message stays stale and is
+		// handed back, never handled.
+		m.mu.Unlock()
+		return
+	}
 	isNew := pid != m.pinID
 	m.pinID = pid
 	if isNew {
