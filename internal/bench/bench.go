@@ -149,6 +149,9 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	if err != nil {
 		return res, err
 	}
+	// A group left by an earlier run (its configuration outlives the
+	// stream) goes first; cg and the reference keep it in the same place.
+	_, _ = cg.New(js).DeleteStatic(ctx, Stream, Group)
 	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return res, err
 	}
@@ -158,7 +161,12 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	}); err != nil {
 		return res, err
 	}
-	defer func() { _ = js.DeleteStream(context.Background(), Stream) }()
+	defer func() {
+		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = cg.New(js).DeleteStatic(cleanup, Stream, Group)
+		_ = js.DeleteStream(cleanup, Stream)
+	}()
 
 	c := newCollector(sc.Messages, sc.Keys)
 	stop, err := start(ctx, connect, sc, c.handle)
