@@ -54,9 +54,29 @@ func TestBenchTable(t *testing.T) {
 	}
 	for i, want := range []string{"plain", "plain", "cg"} {
 		f := strings.Fields(lines[i+1])
-		// SYSTEM MEMBERS PARTITIONS FILTERS HANDLER MAP MSGS/S P50 P99 VIOLATIONS VS
-		if len(f) != 11 || f[0] != want || f[9] != "0" || f[6] == "failed" {
+		// SYSTEM MEMBERS PARTITIONS FILTERS HANDLER MAX-ACK-PENDING MSGS/S PUBLISH/S P50 P99 VIOLATIONS VS
+		if len(f) != 12 || f[0] != want || f[10] != "0" || f[6] == "failed" || !strings.HasSuffix(f[8], "ms") {
 			t.Errorf("row %d: %q", i+1, lines[i+1])
+		}
+	}
+}
+
+// --preload: the rate alone, no latency columns.
+func TestBenchPreload(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--preload", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.Out)
+	}
+	if !rep.OK || len(rep.Results) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, row := range rep.Results {
+		if !row.Preload || row.Handled != 200 || row.Violations != 0 || row.MsgsPerSec <= 0 || row.P50MS != 0 {
+			t.Errorf("run %+v", row)
 		}
 	}
 }

@@ -57,6 +57,8 @@ type Scenario struct {
 	Filters  int `json:"filters,omitempty"`
 	Messages int `json:"messages"`
 	Keys     int `json:"keys"`
+	// Preload publishes every message before the consumers start.
+	Preload bool `json:"preload,omitempty"`
 }
 
 // Name is a stable label, usable as a sub-benchmark name.
@@ -82,6 +84,9 @@ type Result struct {
 	// step back). A redelivered message seen again is a duplicate.
 	Violations int `json:"violations"`
 	Duplicates int `json:"duplicates"`
+	// PublishPerSec is the publisher's rate: a live run (no Preload)
+	// cannot handle faster than this.
+	PublishPerSec float64 `json:"publish_per_sec"`
 }
 
 // Handle is called by a system for every message it hands to a handler,
@@ -121,6 +126,9 @@ var Starters = map[string]Starter{SystemCG: StartCG, SystemPlain: StartPlain}
 // publishes sc.Messages messages over sc.Keys keys as fast as the server
 // takes them and waits until every one was handled (or the limit passed,
 // an error). The clock runs from the first publish to the last handled.
+// With sc.Preload the messages are published before the system starts
+// and the clock runs from the first handled to the last: the consume
+// rate alone, never bounded by the publisher's.
 func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, error) {
 	res := Result{Scenario: sc}
 	if sc.Messages < 1 || sc.Keys < 1 || sc.Partitions < 1 {
@@ -169,31 +177,46 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	}()
 
 	c := newCollector(sc.Messages, sc.Keys)
+	keys := make([]string, sc.Keys)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	publish := func() error {
+		begin := time.Now()
+		for i := 0; i < sc.Messages; i++ {
+			k := i % sc.Keys
+			m := nats.NewMsg("bench." + keys[k])
+			m.Header.Set(KeyHeader, keys[k])
+			m.Header.Set(SeqHeader, strconv.Itoa(i/sc.Keys+1))
+			m.Header.Set(TimeHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), limit)
+		}
+		res.PublishPerSec = float64(sc.Messages) / time.Since(begin).Seconds()
+		return nil
+	}
+	if sc.Preload {
+		if err := publish(); err != nil {
+			return res, err
+		}
+	}
+	begin := time.Now()
 	stop, err := start(ctx, connect, sc, c.handle)
 	if err != nil {
 		return res, fmt.Errorf("%s: start: %w", sc.Name(), err)
 	}
 	defer stop()
-
-	keys := make([]string, sc.Keys)
-	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
-	}
-	begin := time.Now()
-	for i := 0; i < sc.Messages; i++ {
-		k := i % sc.Keys
-		m := nats.NewMsg("bench." + keys[k])
-		m.Header.Set(KeyHeader, keys[k])
-		m.Header.Set(SeqHeader, strconv.Itoa(i/sc.Keys+1))
-		m.Header.Set(TimeHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
-		if _, err := js.PublishMsgAsync(m); err != nil {
-			return res, fmt.Errorf("publish: %w", err)
+	if !sc.Preload {
+		begin = time.Now()
+		if err := publish(); err != nil {
+			return res, err
 		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return res, fmt.Errorf("%s: publish did not complete within %v", sc.Name(), limit)
 	}
 	select {
 	case <-c.done:
@@ -201,8 +224,14 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 		c.fill(&res)
 		return res, fmt.Errorf("%s: handled %d of %d messages within %v", sc.Name(), res.Handled, sc.Messages, limit)
 	}
-	res.Elapsed = c.last.Sub(begin)
 	c.fill(&res)
+	res.Elapsed = c.last.Sub(begin)
+	if sc.Preload {
+		// The clock starts at the first message handled, so that joining
+		// is not counted; the latencies are time spent in the stream.
+		res.Elapsed = c.last.Sub(c.first)
+		res.P50, res.P99 = 0, 0
+	}
 	if res.Elapsed > 0 {
 		res.MsgsPerSec = float64(res.Handled) / res.Elapsed.Seconds()
 	}
@@ -218,6 +247,7 @@ type collector struct {
 	violations int
 	duplicates int
 	want       int
+	first      time.Time
 	last       time.Time
 	done       chan struct{}
 }
@@ -254,6 +284,9 @@ func (c *collector) handle(h nats.Header) {
 		c.next[key] = seq + 1
 	}
 	c.lat = append(c.lat, now.Sub(time.Unix(0, pub)))
+	if c.handled == 0 {
+		c.first = now
+	}
 	c.handled++
 	if c.handled == c.want {
 		c.last = now

@@ -10,6 +10,8 @@ type Matrix struct {
 	MaxAckPending []int
 	Messages      int
 	Keys          int
+	// Preload publishes before the consumers start (Scenario.Preload).
+	Preload bool
 }
 
 // Groups are the group scenarios of system, members × partitions ×
@@ -23,7 +25,7 @@ func (m Matrix) Groups(system string) []Scenario {
 					if n > p {
 						continue
 					}
-					out = append(out, Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys})
+					out = append(out, Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
 				}
 			}
 		}
@@ -43,7 +45,7 @@ func (m Matrix) Plain() []Scenario {
 					filters = append(filters, p)
 				}
 				for _, f := range filters {
-					out = append(out, Scenario{System: SystemPlain, Members: 1, Partitions: p, Handler: h, MaxAckPending: mp, Filters: f, Messages: m.Messages, Keys: m.Keys})
+					out = append(out, Scenario{System: SystemPlain, Members: 1, Partitions: p, Handler: h, MaxAckPending: mp, Filters: f, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
 				}
 			}
 		}
