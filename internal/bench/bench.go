@@ -399,19 +399,21 @@ func StartCG(ctx context.Context, connect func() (jetstream.JetStream, error), s
 }
 
 // StartPlain runs one plain pull consumer over the whole stream with one
-// filter, or one filter per partition (sc.Filters > 1), as a member of a
-// group over those partitions would have. It has no per-key order of its
-// own beyond the stream's: its handler runs serially.
+// filter (">"), or one filter per partition ("<p>.>", sc.Filters > 1), as
+// a cg member over those partitions has. It has no per-key order of its
+// own beyond the stream's: its handler runs serially. (A wildcard filter
+// such as "*.bench.*" over 1000 keys' subjects was served 5× slower than
+// ">" at max ack pending 1000: the server's cost, not the handler's.)
 func StartPlain(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (func(), error) {
 	js, err := connect()
 	if err != nil {
 		return nil, err
 	}
-	filters := []string{"*.bench.*"}
+	filters := []string{">"}
 	if sc.Filters > 1 {
 		filters = filters[:0]
 		for p := 0; p < sc.Partitions; p++ {
-			filters = append(filters, strconv.Itoa(p)+".bench.*")
+			filters = append(filters, strconv.Itoa(p)+".>")
 		}
 	}
 	c, err := js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
