@@ -262,7 +262,12 @@ func newCollector(messages, keys int) *collector {
 
 func (c *collector) handle(h nats.Header) {
 	now := time.Now()
-	key, _ := strconv.Atoi(h.Get(KeyHeader)[1:])
+	key := -1
+	if k := h.Get(KeyHeader); len(k) > 1 {
+		if v, err := strconv.Atoi(k[1:]); err == nil {
+			key = v
+		}
+	}
 	seq, _ := strconv.Atoi(h.Get(SeqHeader))
 	pub, _ := strconv.ParseInt(h.Get(TimeHeader), 10, 64)
 	c.mu.Lock()
