@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cg-dev/cg/cmd.Version=$(VERSION) -X github.com/cg-dev/cg/cmd.Commit=$(COMMIT)
 
-.PHONY: build test lint check docs demo bench bench-all snapshot clean
+.PHONY: build test lint check docs demo bench bench-all bench-compare snapshot clean
 
 build:
 	go build -ldflags '$(LDFLAGS)' -o cg .
@@ -38,6 +38,12 @@ bench:
 
 bench-all: bench
 	$(BENCH) '^BenchmarkInfoPartitions$$/^(4000|16000)$$' -benchtime 5x
+
+# issue 11's comparison (docs/performance.md): cg's static groups against
+# the reference library and a plain pull consumer, back to back on one
+# in-process server; a few minutes. BENCHFLAGS=-short for a quick look.
+bench-compare:
+	go test -run '^$$' -bench '^Benchmark(Compare|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
 
 # Release builds use goreleaser from PATH; v2.15.1 is the newest that builds
 # with cg's Go. `make snapshot` builds every archive into dist/ (git-ignored)

@@ -3,6 +3,7 @@ package cmd
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/cmd/bench"
 	"github.com/cg-dev/cg/cmd/check"
 	"github.com/cg-dev/cg/cmd/demo"
 	"github.com/cg-dev/cg/cmd/elastic"
@@ -22,6 +23,7 @@ func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 		partition.NewCmd(f, nil),
 		check.NewCmd(f, nil),
 		demo.NewCmd(f),
+		bench.NewCmd(f),
 		publish.NewCmd(f),
 		server.NewCmd(f),
 		newCmdVersion(f),

@@ -1,0 +1,99 @@
+package bench_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cg-dev/cg/cmd"
+	"github.com/cg-dev/cg/cmd/bench"
+	"github.com/cg-dev/cg/internal/clitest"
+)
+
+// A tiny matrix end to end: every run listed, every message handled once
+// in per-key order, and the groups set beside the plain consumer.
+func TestBenchJSON(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench",
+		"--messages", "200", "--keys", "20", "--members", "1,2", "--partitions", "2", "--max-ack-pending", "1,100")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.Out)
+	}
+	// plain: (1 filter, 2 filters) × 2 max ack pendings; cg: 2 members × 2.
+	var plain, groups int
+	for _, row := range rep.Results {
+		if row.Handled != 200 || row.Violations != 0 || row.MsgsPerSec <= 0 || row.Error != "" || row.P99MS < row.P50MS {
+			t.Errorf("run %+v", row)
+		}
+		switch row.System {
+		case "plain":
+			plain++
+		case "cg":
+			groups++
+			if row.VsPlain <= 0 {
+				t.Errorf("no ratio to the plain consumer: %+v", row)
+			}
+		}
+	}
+	if !rep.OK || plain != 4 || groups != 4 || !strings.HasPrefix(rep.Server, "nats://127.0.0.1:") {
+		t.Fatalf("report ok=%v plain=%d groups=%d server=%s", rep.OK, plain, groups, rep.Server)
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "bench", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "SYSTEM") || !strings.Contains(lines[0], "VIOLATIONS") {
+		t.Fatalf("table:\n%s", r.Out)
+	}
+	for i, want := range []string{"plain", "plain", "cg"} {
+		f := strings.Fields(lines[i+1])
+		// SYSTEM MEMBERS PARTITIONS FILTERS HANDLER MAX-ACK-PENDING MSGS/S PUBLISH/S P50 P99 VIOLATIONS VS
+		if len(f) != 12 || f[0] != want || f[10] != "0" || f[6] == "failed" || !strings.HasSuffix(f[8], "ms") {
+			t.Errorf("row %d: %q", i+1, lines[i+1])
+		}
+	}
+}
+
+// --preload: the rate alone, no latency columns.
+func TestBenchPreload(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--preload", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.Out)
+	}
+	if !rep.OK || len(rep.Results) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, row := range rep.Results {
+		if !row.Preload || row.Handled != 200 || row.Violations != 0 || row.MsgsPerSec <= 0 || row.P50MS != 0 {
+			t.Errorf("run %+v", row)
+		}
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--members", "0"},
+		{"--members", "1,x"},
+		{"--handler", "5"},
+		{"--handler", "1s"},
+		{"--members", "4", "--partitions", "2"},
+		{"--run-limit", "0s"},
+		{"extra"},
+	} {
+		r := clitest.Run(t, cmd.Run, clitest.Env(), append([]string{"bench"}, args...)...)
+		if r.Code != 2 || r.Out != "" || !strings.HasPrefix(r.Err, "error: ") {
+			t.Errorf("%v: exit %d\nstdout:%s\nstderr:%s", args, r.Code, r.Out, r.Err)
+		}
+	}
+}

@@ -1,0 +1,439 @@
+// Package bench measures consumer groups on a real server: a scenario
+// (members × partitions × handler time × max ack pending) is run against
+// a System (cg static groups, a plain JetStream pull consumer, or, in the
+// go test benchmarks only, the reference library) and yields messages per
+// second, end-to-end latency and per-key order violations. `cg bench` and
+// the benchmarks in this package's tests share it, so both measure the
+// same way. It never imports the reference library: that stays in the
+// test files, out of the cg binary.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// Names the runs use on the server.
+const (
+	Stream = "BENCH"
+	Group  = "bench"
+)
+
+// Header names stamped on every message: its key, its sequence number
+// within the key (from 1) and the publish time in Unix nanoseconds.
+const (
+	KeyHeader  = "Bench-Key"
+	SeqHeader  = "Bench-Seq"
+	TimeHeader = "Bench-Time"
+)
+
+// The systems Run knows; the reference library's is added by the tests.
+const (
+	SystemCG    = "cg"
+	SystemPlain = "plain"
+)
+
+// Scenario is one cell of the matrix. A new dimension (issue 11's
+// concurrency) is one more field here and in Name.
+type Scenario struct {
+	System     string        `json:"system"`
+	Members    int           `json:"members"`
+	Partitions int           `json:"partitions"`
+	Handler    time.Duration `json:"handler_ns"`
+	// MaxAckPending of the member (or plain) consumers; 0 is 1.
+	MaxAckPending int `json:"max_ack_pending"`
+	// Filters is the plain consumer's filter count: 1 (one filter over
+	// every partition) or one per partition. Unused by group systems.
+	Filters  int `json:"filters,omitempty"`
+	Messages int `json:"messages"`
+	Keys     int `json:"keys"`
+	// Preload publishes every message before the consumers start.
+	Preload bool `json:"preload,omitempty"`
+}
+
+// Name is a stable label, usable as a sub-benchmark name.
+func (s Scenario) Name() string {
+	if s.System == SystemPlain {
+		return fmt.Sprintf("plain/filters=%d/handler=%s/map=%d", s.Filters, s.Handler, s.mapOr1())
+	}
+	return fmt.Sprintf("%s/members=%d/partitions=%d/handler=%s/map=%d", s.System, s.Members, s.Partitions, s.Handler, s.mapOr1())
+}
+
+func (s Scenario) mapOr1() int { return max(s.MaxAckPending, 1) }
+
+// Result is what one run measured.
+type Result struct {
+	Scenario
+	Handled    int           `json:"handled"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	MsgsPerSec float64       `json:"msgs_per_sec"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	// Violations counts messages handled out of per-key order: a key's
+	// sequence number that is not the next one (a gap, an overtake or a
+	// step back). A redelivered message seen again is a duplicate.
+	Violations int `json:"violations"`
+	Duplicates int `json:"duplicates"`
+	// PublishPerSec is the publisher's rate: a live run (no Preload)
+	// cannot handle faster than this.
+	PublishPerSec float64 `json:"publish_per_sec"`
+}
+
+// Handle is called by a system for every message it hands to a handler,
+// after the handler time and before the ack.
+type Handle func(h nats.Header)
+
+// Starter sets up the scenario's consumers on the stream (already made,
+// partitioned into sc.Partitions) and starts them, each member on its own
+// connection from connect, calling handle for every message and acking
+// it. It returns once the consumers can receive; stop ends them all.
+type Starter func(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (stop func(), err error)
+
+// Env is where runs happen: a server's client URL.
+type Env struct {
+	URL string
+	// Limit bounds one run (setup, publish and drain); 0 is 2 minutes.
+	Limit time.Duration
+}
+
+func (e Env) connect(conns *[]*nats.Conn, mu *sync.Mutex) func() (jetstream.JetStream, error) {
+	return func() (jetstream.JetStream, error) {
+		nc, err := nats.Connect(e.URL, nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		*conns = append(*conns, nc)
+		mu.Unlock()
+		return jetstream.New(nc)
+	}
+}
+
+// Starters are the systems cg bench runs.
+var Starters = map[string]Starter{SystemCG: StartCG, SystemPlain: StartPlain}
+
+// Run runs one scenario: it makes the stream afresh, starts the system,
+// publishes sc.Messages messages over sc.Keys keys as fast as the server
+// takes them and waits until every one was handled (or the limit passed,
+// an error). The clock runs from the first publish to the last handled.
+// With sc.Preload the messages are published before the system starts
+// and the clock runs from the first handled to the last: the consume
+// rate alone, never bounded by the publisher's.
+func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, error) {
+	res := Result{Scenario: sc}
+	if sc.Messages < 1 || sc.Keys < 1 || sc.Partitions < 1 {
+		return res, errors.New("a scenario needs at least one message, key and partition")
+	}
+	limit := env.Limit
+	if limit == 0 {
+		limit = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+
+	var (
+		mu    sync.Mutex
+		conns []*nats.Conn
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	connect := env.connect(&conns, &mu)
+	js, err := connect()
+	if err != nil {
+		return res, err
+	}
+	// A group left by an earlier run (its configuration outlives the
+	// stream) goes first; cg and the reference keep it in the same place.
+	_, _ = cg.New(js).DeleteStatic(ctx, Stream, Group)
+	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return res, err
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: Stream, Subjects: []string{"bench.*"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "bench.*", Destination: fmt.Sprintf("{{partition(%d,1)}}.bench.{{wildcard(1)}}", sc.Partitions)},
+	}); err != nil {
+		return res, err
+	}
+	defer func() {
+		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = cg.New(js).DeleteStatic(cleanup, Stream, Group)
+		_ = js.DeleteStream(cleanup, Stream)
+	}()
+
+	c := newCollector(sc.Messages, sc.Keys)
+	keys := make([]string, sc.Keys)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	publish := func() error {
+		begin := time.Now()
+		for i := 0; i < sc.Messages; i++ {
+			k := i % sc.Keys
+			m := nats.NewMsg("bench." + keys[k])
+			m.Header.Set(KeyHeader, keys[k])
+			m.Header.Set(SeqHeader, strconv.Itoa(i/sc.Keys+1))
+			m.Header.Set(TimeHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), limit)
+		}
+		res.PublishPerSec = float64(sc.Messages) / time.Since(begin).Seconds()
+		return nil
+	}
+	if sc.Preload {
+		if err := publish(); err != nil {
+			return res, err
+		}
+	}
+	begin := time.Now()
+	stop, err := start(ctx, connect, sc, c.handle)
+	if err != nil {
+		return res, fmt.Errorf("%s: start: %w", sc.Name(), err)
+	}
+	defer stop()
+	if !sc.Preload {
+		begin = time.Now()
+		if err := publish(); err != nil {
+			return res, err
+		}
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		c.fill(&res)
+		return res, fmt.Errorf("%s: handled %d of %d messages within %v", sc.Name(), res.Handled, sc.Messages, limit)
+	}
+	c.fill(&res)
+	res.Elapsed = c.last.Sub(begin)
+	if sc.Preload {
+		// The clock starts at the first message handled, so that joining
+		// is not counted; the latencies are time spent in the stream.
+		res.Elapsed = c.last.Sub(c.first)
+		res.P50, res.P99 = 0, 0
+	}
+	if res.Elapsed > 0 {
+		res.MsgsPerSec = float64(res.Handled) / res.Elapsed.Seconds()
+	}
+	return res, nil
+}
+
+// collector checks per-key order and records latencies.
+type collector struct {
+	mu         sync.Mutex
+	next       []int // per key: the sequence number expected next
+	lat        []time.Duration
+	handled    int
+	violations int
+	duplicates int
+	want       int
+	first      time.Time
+	last       time.Time
+	done       chan struct{}
+}
+
+func newCollector(messages, keys int) *collector {
+	c := &collector{next: make([]int, keys), lat: make([]time.Duration, 0, messages), want: messages, done: make(chan struct{})}
+	for i := range c.next {
+		c.next[i] = 1
+	}
+	return c
+}
+
+func (c *collector) handle(h nats.Header) {
+	now := time.Now()
+	key := -1
+	if k := h.Get(KeyHeader); len(k) > 1 {
+		if v, err := strconv.Atoi(k[1:]); err == nil {
+			key = v
+		}
+	}
+	seq, _ := strconv.Atoi(h.Get(SeqHeader))
+	pub, _ := strconv.ParseInt(h.Get(TimeHeader), 10, 64)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if key < 0 || key >= len(c.next) {
+		c.violations++
+		return
+	}
+	switch want := c.next[key]; {
+	case seq == want:
+		c.next[key] = seq + 1
+	case seq < want:
+		c.duplicates++
+		return
+	default:
+		// A later message of the key came first: order broken. Count it
+		// handled, so the run still ends, and expect what follows it.
+		c.violations++
+		c.next[key] = seq + 1
+	}
+	c.lat = append(c.lat, now.Sub(time.Unix(0, pub)))
+	if c.handled == 0 {
+		c.first = now
+	}
+	c.handled++
+	if c.handled == c.want {
+		c.last = now
+		close(c.done)
+	}
+}
+
+func (c *collector) fill(r *Result) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.Handled, r.Violations, r.Duplicates = c.handled, c.violations, c.duplicates
+	lat := slices.Clone(c.lat)
+	slices.Sort(lat)
+	if n := len(lat); n > 0 {
+		r.P50 = lat[n/2]
+		r.P99 = lat[min(n-1, n*99/100)]
+	}
+}
+
+// MemberNames are the members m1..mN.
+func MemberNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "m" + strconv.Itoa(i+1)
+	}
+	return out
+}
+
+// WaitPinned waits until every member consumer of the group has a pull
+// waiting on it (the server pins on the first message), so that
+// publishing starts with every member ready. The reference library names
+// its consumers as cg does.
+func WaitPinned(ctx context.Context, js jetstream.JetStream, members []string) error {
+	for _, m := range members {
+		name := cg.StaticConsumerName(Group, m)
+		for {
+			if c, err := js.Consumer(ctx, Stream, name); err == nil {
+				if ci, err := c.Info(ctx); err == nil && (ci.NumWaiting > 0 || pinned(ci)) {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("member %s was not pinned: %w", m, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func pinned(ci *jetstream.ConsumerInfo) bool {
+	for _, pg := range ci.PriorityGroups {
+		if pg.PinnedClientID != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Work is the handler's part: spend the handler time, then report.
+func Work(sc Scenario, handle Handle, h nats.Header) {
+	if sc.Handler > 0 {
+		time.Sleep(sc.Handler)
+	}
+	handle(h)
+}
+
+// StartCG runs a cg static group: sc.Members members balanced over
+// sc.Partitions partitions, one instance each on its own connection.
+func StartCG(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (func(), error) {
+	js, err := connect()
+	if err != nil {
+		return nil, err
+	}
+	members := MemberNames(sc.Members)
+	if _, err := cg.New(js).CreateStatic(ctx, Stream, Group, cg.StaticConfig{MaxMembers: sc.Partitions, Members: members}); err != nil {
+		return nil, err
+	}
+	var running []*cg.Member
+	stop := func() {
+		for _, m := range running {
+			m.Stop()
+		}
+		for _, m := range running {
+			_ = m.Wait()
+		}
+	}
+	for _, name := range members {
+		mjs, err := connect()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		m, err := cg.New(mjs).JoinStatic(ctx, Stream, Group, name, func(_ context.Context, msg *cg.Msg) {
+			Work(sc, handle, msg.Headers())
+			_ = msg.Ack()
+		}, cg.JoinOptions{MaxAckPending: sc.mapOr1()})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		running = append(running, m)
+	}
+	if err := WaitPinned(ctx, js, members); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// StartPlain runs one plain pull consumer over the whole stream with one
+// filter (">"), or one filter per partition ("<p>.>", sc.Filters > 1), as
+// a cg member over those partitions has. It has no per-key order of its
+// own beyond the stream's: its handler runs serially. (A wildcard filter
+// such as "*.bench.*" over 1000 keys' subjects was served 5× slower than
+// ">" at max ack pending 1000: the server's cost, not the handler's.)
+func StartPlain(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (func(), error) {
+	js, err := connect()
+	if err != nil {
+		return nil, err
+	}
+	filters := []string{">"}
+	if sc.Filters > 1 {
+		filters = filters[:0]
+		for p := 0; p < sc.Partitions; p++ {
+			filters = append(filters, strconv.Itoa(p)+".>")
+		}
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
+		Name: "plain", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: sc.mapOr1(),
+		AckWait: 30 * time.Second, FilterSubjects: filters,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cc, err := c.Consume(func(msg jetstream.Msg) {
+		Work(sc, handle, msg.Headers())
+		_ = msg.Ack()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cc.Stop, nil
+}

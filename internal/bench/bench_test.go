@@ -1,0 +1,161 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/pcgroups"
+
+	"github.com/cg-dev/cg/internal/bench"
+	"github.com/cg-dev/cg/pkg/cg/natstest"
+)
+
+// systemReference is the reference library (pcgroups), here only: test
+// files are not linked into the cg binary.
+const systemReference = "reference"
+
+// startReference runs the reference library's static group the way
+// startCG runs cg's: the same members, partitions and max ack pending.
+func startReference(ctx context.Context, connect func() (jetstream.JetStream, error), sc bench.Scenario, handle bench.Handle) (func(), error) {
+	js, err := connect()
+	if err != nil {
+		return nil, err
+	}
+	members := bench.MemberNames(sc.Members)
+	if _, err := pcgroups.CreateStatic(ctx, js, bench.Stream, bench.Group, uint(sc.Partitions), nil, members, nil); err != nil {
+		return nil, err
+	}
+	var running []pcgroups.ConsumerGroupConsumeContext
+	stop := func() {
+		for _, cc := range running {
+			cc.Stop()
+		}
+	}
+	for _, name := range members {
+		mjs, err := connect()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		cc, err := pcgroups.StaticConsume(ctx, mjs, bench.Stream, bench.Group, name, func(msg jetstream.Msg) {
+			bench.Work(sc, handle, msg.Headers())
+			_ = msg.Ack()
+		}, jetstream.ConsumerConfig{MaxAckPending: max(sc.MaxAckPending, 1), AckWait: 30 * time.Second, AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		running = append(running, cc)
+	}
+	if err := bench.WaitPinned(ctx, js, members); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// matrix is issue 11's: 20000 messages over 1000 keys, 8 partitions, 1, 2
+// and 8 members, handler 0 and 1 ms, max ack pending 1 (-short: 2000
+// messages over 100 keys), published before the consumers start so that
+// the rates are the consumers' alone.
+func matrix() bench.Matrix {
+	m := bench.Matrix{Members: []int{1, 2, 8}, Partitions: []int{8}, Handlers: []time.Duration{0, time.Millisecond}, MaxAckPending: []int{1}, Messages: 20000, Keys: 1000, Preload: true}
+	if testing.Short() {
+		m.Messages, m.Keys = 2000, 100
+	}
+	return m
+}
+
+func run(b *testing.B, env bench.Env, sc bench.Scenario, start bench.Starter) bench.Result {
+	b.Helper()
+	r, err := bench.Run(context.Background(), env, sc, start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Violations > 0 {
+		b.Fatalf("%s: %d per-key order violations", sc.Name(), r.Violations)
+	}
+	return r
+}
+
+// BenchmarkCompare runs every group scenario with cg and then the
+// reference library, back to back on one server, and reports both rates
+// and their ratio. Each b.N iteration is one whole run; use -benchtime 1x.
+func BenchmarkCompare(b *testing.B) {
+	s := natstest.RunServer(b)
+	env := bench.Env{URL: s.ClientURL()}
+	for _, sc := range matrix().Groups(bench.SystemCG) {
+		ref := sc
+		ref.System = systemReference
+		b.Run(sc.Name()[len(bench.SystemCG)+1:], func(b *testing.B) {
+			var cgRate, refRate float64
+			var violations int
+			for i := 0; i < b.N; i++ {
+				c := run(b, env, sc, bench.StartCG)
+				r := run(b, env, ref, startReference)
+				cgRate += c.MsgsPerSec
+				refRate += r.MsgsPerSec
+				violations += c.Violations + r.Violations
+			}
+			b.ReportMetric(cgRate/float64(b.N), "cg-msgs/s")
+			b.ReportMetric(refRate/float64(b.N), "ref-msgs/s")
+			b.ReportMetric(cgRate/refRate, "cg/ref")
+			b.ReportMetric(float64(violations), "violations")
+		})
+	}
+}
+
+// BenchmarkPlain is the server's side of the comparison: a plain pull
+// consumer with 1 and 8 filters, max ack pending 1 and 1000, handler 0.
+func BenchmarkPlain(b *testing.B) {
+	s := natstest.RunServer(b)
+	env := bench.Env{URL: s.ClientURL()}
+	m := matrix()
+	m.Handlers, m.MaxAckPending = []time.Duration{0}, []int{1, 1000}
+	for _, sc := range m.Plain() {
+		b.Run(sc.Name()[len(bench.SystemPlain)+1:], func(b *testing.B) {
+			var rate float64
+			var violations int
+			for i := 0; i < b.N; i++ {
+				r := run(b, env, sc, bench.StartPlain)
+				rate += r.MsgsPerSec
+				violations += r.Violations
+			}
+			b.ReportMetric(rate/float64(b.N), "msgs/s")
+			b.ReportMetric(float64(violations), "violations")
+		})
+	}
+}
+
+// TestRunCounts checks the harness itself on a tiny run of every system:
+// every message handled once, in per-key order, and a rate measured.
+func TestRunCounts(t *testing.T) {
+	s := natstest.RunServer(t)
+	env := bench.Env{URL: s.ClientURL(), Limit: time.Minute}
+	for _, tc := range []struct {
+		sc    bench.Scenario
+		start bench.Starter
+	}{
+		{bench.Scenario{System: bench.SystemCG, Members: 2, Partitions: 4}, bench.StartCG},
+		{bench.Scenario{System: systemReference, Members: 2, Partitions: 4}, startReference},
+		{bench.Scenario{System: bench.SystemPlain, Members: 1, Partitions: 4, Filters: 4, MaxAckPending: 100}, bench.StartPlain},
+		{bench.Scenario{System: bench.SystemCG, Members: 1, Partitions: 4, Preload: true}, bench.StartCG},
+		{bench.Scenario{System: systemReference, Members: 4, Partitions: 4, Preload: true}, startReference},
+	} {
+		tc.sc.Messages, tc.sc.Keys = 300, 30
+		r, err := bench.Run(context.Background(), env, tc.sc, tc.start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Handled != 300 || r.Violations != 0 || r.MsgsPerSec <= 0 || r.PublishPerSec <= 0 {
+			t.Fatalf("%s: %+v", tc.sc.Name(), r)
+		}
+		// Latency is measured live only: preloaded, it would be the
+		// time spent waiting in the stream.
+		if live := !tc.sc.Preload; live && (r.P99 < r.P50 || r.P50 <= 0) || !live && r.P50 != 0 {
+			t.Fatalf("%s latency: %+v", tc.sc.Name(), r)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package bench
+
+import "time"
+
+// Matrix is what a run covers: every combination of its lists.
+type Matrix struct {
+	Members       []int
+	Partitions    []int
+	Handlers      []time.Duration
+	MaxAckPending []int
+	Messages      int
+	Keys          int
+	// Preload publishes before the consumers start (Scenario.Preload).
+	Preload bool
+}
+
+// Groups are the group scenarios of system, members × partitions ×
+// handler × max ack pending, skipping members above the partitions.
+func (m Matrix) Groups(system string) []Scenario {
+	var out []Scenario
+	for _, p := range m.Partitions {
+		for _, h := range m.Handlers {
+			for _, mp := range m.MaxAckPending {
+				for _, n := range m.Members {
+					if n > p {
+						continue
+					}
+					out = append(out, Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Plain are the baselines: a plain pull consumer with one filter and one
+// per partition, for every partitions × handler × max ack pending.
+func (m Matrix) Plain() []Scenario {
+	var out []Scenario
+	for _, p := range m.Partitions {
+		for _, h := range m.Handlers {
+			for _, mp := range m.MaxAckPending {
+				filters := []int{1}
+				if p > 1 {
+					filters = append(filters, p)
+				}
+				for _, f := range filters {
+					out = append(out, Scenario{System: SystemPlain, Members: 1, Partitions: p, Handler: h, MaxAckPending: mp, Filters: f, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Baseline finds, among results, the plain single-filter run with the
+// same partitions, handler and max ack pending as sc: the server's
+// ceiling for one ordered consumer in that setting.
+func Baseline(results []Result, sc Scenario) (Result, bool) {
+	for _, r := range results {
+		if r.System == SystemPlain && r.Filters == 1 && r.Partitions == sc.Partitions && r.Handler == sc.Handler && r.mapOr1() == sc.mapOr1() {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
