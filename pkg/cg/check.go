@@ -94,7 +94,11 @@ type Finding struct {
 	// Pending is the number of messages waiting, when known.
 	Pending uint64 `json:"pending,omitempty"`
 	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
+	// Hint words the fix without naming any command line; Remedy, when
+	// set, is the same fix as data, for a front end to word in its own
+	// commands.
+	Hint   string  `json:"hint,omitempty"`
+	Remedy *Remedy `json:"-"`
 }
 
 // CheckedGroup is a group Check looked at, with its worst finding.
@@ -234,7 +238,8 @@ func versionFinding(v Version, wholeSubject bool) (Finding, bool) {
 	if wholeSubject && !v.AtLeast(MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor) {
 		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
 			Message: wholeSubjectMessage(v),
-			Hint:    wholeSubjectHint(v)}, true
+			Hint:    wholeSubjectHint(v),
+			Remedy:  &Remedy{Code: RemedyUpgradeServer, Server: fmt.Sprintf("%d.%d", v.Major, v.Minor)}}, true
 	}
 	return Finding{}, false
 }
@@ -315,7 +320,8 @@ func (r *checkRun) scopeMissing(ctx context.Context, scope CheckScope) (Finding,
 		}
 		return Finding{Severity: SeverityCritical, Code: CodeGroupMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
 			Message: fmt.Sprintf("no %s group %q on stream %s", strings.ReplaceAll(kind, "|", " or "), scope.Group, scope.Stream),
-			Hint:    fmt.Sprintf("list the groups with 'cg static ls %s' and 'cg elastic ls %s'", scope.Stream, scope.Stream)}, true
+			Hint:    "list the stream's static and elastic groups",
+			Remedy:  &Remedy{Code: RemedyListGroups, Stream: scope.Stream}}, true
 	}
 	return Finding{}, false
 }
@@ -416,7 +422,8 @@ func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error)
 	case st.missing:
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamMissing,
 			Message: fmt.Sprintf("stream %s does not exist: the group has nothing to consume", t.stream),
-			Hint:    fmt.Sprintf("recreate the stream, or remove the group with 'cg %s delete %s %s --force'", t.kind, t.stream, t.group)})
+			Hint:    "recreate the stream, or delete the group",
+			Remedy:  t.remedy(RemedyRecreateStreamOrDelete)})
 	}
 	if cfgErr != nil {
 		// A static member stops on a value it cannot use; an elastic one
@@ -427,7 +434,8 @@ func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeConfigInvalid,
 			Message: sentinelDetail(cfgErr, ErrInvalidConfig) + effect,
-			Hint:    fmt.Sprintf("delete it with 'cg %s delete %s %s --force' and create the group again", t.kind, t.stream, t.group)})
+			Hint:    "delete the group and create it again",
+			Remedy:  t.remedy(RemedyRecreateInvalidConfig)})
 	}
 	return st, out, len(out) == 0
 }
@@ -528,14 +536,17 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo) []Finding {
 	var out []Finding
 	name := si.Config.Name
-	recreate := fmt.Sprintf("delete and recreate the group ('cg elastic delete %s %s --force', then 'cg elastic create ...')", t.stream, t.group)
+	recreate := "delete and recreate the group"
+	recreateR := t.remedy(RemedyRecreateElastic)
 	// Sources and transforms are repaired in place by re-running create;
 	// retention cannot be changed on an existing stream.
-	repair := fmt.Sprintf("re-run the group's 'cg elastic create %s %s %d ...' (it repairs the work stream's sources), or %s", t.stream, t.group, cfg.MaxMembers, recreate)
+	repair := "re-run the group's create (it repairs the work stream's sources), or " + recreate
+	repairR := t.remedy(RemedyRepairWorkStreamSources)
+	repairR.MaxMembers = cfg.MaxMembers
 	if si.Config.Retention != jetstream.WorkQueuePolicy {
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s has %s retention, not work-queue: consumed messages are never removed and the buffer caps do not hold", name, si.Config.Retention),
-			Hint:    recreate})
+			Hint:    recreate, Remedy: recreateR})
 	}
 	want := ElasticTransforms(cfg)
 	srcs := si.Config.Sources
@@ -549,7 +560,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %v, not exactly the group's stream %s", name, names, t.stream),
-			Hint:    repair})
+			Hint:    repair, Remedy: repairR})
 	case srcs[0].FilterSubject != "" || !sameTransforms(srcs[0].SubjectTransforms, want):
 		have := formatTransforms(srcs[0].SubjectTransforms)
 		if srcs[0].FilterSubject != "" {
@@ -557,7 +568,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %s through %s, but the group's configuration gives %s: messages land on the wrong partitions or not at all", name, t.stream, have, formatTransforms(want)),
-			Hint:    repair})
+			Hint:    repair, Remedy: repairR})
 	}
 	for _, s := range si.Sources {
 		if s != nil && s.Error != nil {
@@ -582,12 +593,12 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 	}
 	if len(unowned) > 0 {
 		what := fmt.Sprintf("partitions %s have no owner", Ranges(unowned))
-		hint := fmt.Sprintf("add members with 'cg elastic add %s %s <member>...'", t.stream, t.group)
+		hint, remedy := "add members to the group", t.remedy(RemedyAddMembers)
 		if len(cfg.MemberNames()) == 0 {
 			what = "the group has no members"
 		}
 		if t.kind == "static" {
-			hint = fmt.Sprintf("static membership never changes: delete and recreate the group with members ('cg static delete %s %s --force')", t.stream, t.group)
+			hint, remedy = "static membership never changes: delete and recreate the group with members", t.remedy(RemedyStaticNoMembers)
 		}
 		sev, effect := SeverityCritical, ": their messages are consumed by no one"
 		switch {
@@ -603,12 +614,14 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 			sev, effect = SeverityWarning, fmt.Sprintf(" yet: %s in the work stream for the members to come", plural(st.info.State.Msgs, "message waits", "messages wait"))
 		}
 		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
-			Message: what + effect, Hint: hint})
+			Message: what + effect, Hint: hint, Remedy: remedy})
 	}
 	out = append(out, limitFindings(t, cfg)...)
 	l := newLayout(cfg)
-	consume := func(m string) string {
-		return fmt.Sprintf("start an instance: cg %s consume %s %s %s", t.kind, t.stream, t.group, m)
+	consume := func(m string) (string, *Remedy) {
+		r := t.remedy(RemedyStartMember)
+		r.Member = m
+		return "start an instance of member " + m, r
 	}
 	for _, m := range cfg.MemberNames() {
 		name := consumerName(m)
@@ -652,14 +665,14 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		case err != nil:
 			f.Severity, f.Code = SeverityUnknown, CodeCheckFailed
 			f.Message = fmt.Sprintf("member %s has no live instance (%s), and whether messages wait for it is unknown: %v", m, why, err)
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		case (backlog > 0 || !known) && ci == nil && t.kind == "static" && !r.c.hasRun(ctx, t.stream, t.group, m):
 			// Never started (no consumer, no saved position): the group
 			// is new, not broken; what create accepts, check does not
 			// call critical. Once the member has run, this is critical.
 			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
 			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, Ranges(parts))
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		case backlog > 0 || !known:
 			f.Severity, f.Code = SeverityCritical, CodePartitionUnserved
 			count := "messages are waiting"
@@ -668,11 +681,11 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 				count = plural(backlog, "message is", "messages are") + " waiting"
 			}
 			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", Ranges(parts), m, why, count)
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		default:
 			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
 			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, Ranges(parts))
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		}
 		out = append(out, f)
 	}
