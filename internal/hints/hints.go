@@ -5,7 +5,9 @@
 package hints
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -50,4 +52,52 @@ func Remedy(r *cg.Remedy, fallback string) string {
 
 func recreateElastic(r *cg.Remedy) string {
 	return fmt.Sprintf("delete and recreate the group ('cg elastic delete %s %s --force', then 'cg elastic create ...')", r.Stream, r.Group)
+}
+
+// Error is err's text with the fix of a *cg.RemedyError in it worded as cg
+// command lines: what the CLI prints for an engine error.
+func Error(err error) string {
+	if err == nil {
+		return ""
+	}
+	return Message(err.Error(), err)
+}
+
+// Message is msg, made from the engine error cause, with the engine's
+// wording of cause's fix replaced by the cg command lines.
+func Message(msg string, cause error) string {
+	var re *cg.RemedyError
+	if cause == nil || !errors.As(cause, &re) {
+		return msg
+	}
+	cli, ok := errorFix(re.Remedy)
+	if !ok {
+		return msg
+	}
+	return strings.Replace(msg, re.Fix+re.Remedy.Tail, cli+re.Remedy.Tail, 1)
+}
+
+// errorFix words the fix of an engine error's remedy.
+func errorFix(r cg.Remedy) (string, bool) {
+	switch r.Code {
+	case cg.RemedyMinimalOrDeleteMappings:
+		return r.Op + " with --minimal to keep even shares with the fewest moves, or delete the mappings first (cg elastic delete-mapping)", true
+	case cg.RemedyDeleteGroup:
+		return fmt.Sprintf("delete it ('cg %s delete %s %s')", r.Kind, r.Stream, r.Group), true
+	case cg.RemedyRecreateStreamAndGroup:
+		return fmt.Sprintf("recreate the stream and the group (cg static create), or delete the group: cg static delete %s %s", r.Stream, r.Group), true
+	case cg.RemedyRestartMember:
+		return fmt.Sprintf("start the member again (cg static consume %s %s %s)", r.Stream, r.Group, r.Member), true
+	case cg.RemedyRebuildWorkStream:
+		return fmt.Sprintf("re-run `cg elastic create %s %s` with the group's partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group: cg elastic delete %s %s", r.Stream, r.Group, r.Stream, r.Stream, r.Group), true
+	case cg.RemedyRepairWorkStreamJoin:
+		filters := make([]string, 0, len(r.Filters))
+		for _, f := range r.Filters {
+			filters = append(filters, "--filter '"+f+"'")
+		}
+		return fmt.Sprintf("re-run `cg elastic create %s %s %d %s` (it repairs the work stream), or delete and recreate the group", r.Stream, r.Group, r.MaxMembers, strings.Join(filters, " ")), true
+	case cg.RemedyStreamTransformExample:
+		return "--transform-source 'orders.*' --transform-destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'", true
+	}
+	return "", false
 }

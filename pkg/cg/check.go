@@ -99,6 +99,9 @@ type Finding struct {
 	// commands.
 	Hint   string  `json:"hint,omitempty"`
 	Remedy *Remedy `json:"-"`
+	// Cause is the engine error Message was made from, when there is one
+	// (a *RemedyError in it words its own fix).
+	Cause error `json:"-"`
 }
 
 // CheckedGroup is a group Check looked at, with its worst finding.
@@ -402,7 +405,7 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 }
 
 func failed(err error) Finding {
-	return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Message: err.Error(),
+	return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Message: err.Error(), Cause: err,
 		Hint: "check the connection and this user's permissions, then run the check again"}
 }
 
@@ -449,8 +452,8 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	pt, err := StreamPartitioning(st.info)
 	if err != nil {
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamNotPartitioned,
-			Message: sentinelDetail(err, ErrStreamNotReady) + "; members receive nothing",
-			Hint:    fmt.Sprintf("give the stream back a {{partition(%d,...)}} subject transform, or recreate the group", cfg.MaxMembers)})
+			Message: sentinelDetail(err, ErrStreamNotReady) + "; members receive nothing", Cause: err,
+			Hint: fmt.Sprintf("give the stream back a {{partition(%d,...)}} subject transform, or recreate the group", cfg.MaxMembers)})
 	} else {
 		if pt.Partitions != cfg.MaxMembers {
 			out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamPartitionsMismatch,

@@ -131,7 +131,7 @@ func TestCheckWorkStreamSettingsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]
-	if !ok || f.Severity != SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || (f.Remedy == nil || *f.Remedy != Remedy{Code: RemedyRepairWorkStreamSettings, Kind: "elastic", Stream: "R", Group: "g", MaxMembers: 4}) {
+	if !ok || f.Severity != SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || (f.Remedy == nil || f.Remedy.Code != RemedyRepairWorkStreamSettings || f.Remedy.Stream != "R" || f.Remedy.Group != "g" || f.Remedy.MaxMembers != 4) {
 		t.Fatalf("drifted caps: %+v %v", f, ok)
 	}
 	if _, err := c.CreateElastic(ctx, "R", "g", cfg); err != nil {

@@ -26,4 +26,15 @@ const (
 	RemedyStaticNoMembers          = health.RemedyStaticNoMembers
 	RemedyStartMember              = health.RemedyStartMember
 	RemedyUpgradeServer            = health.RemedyUpgradeServer
+	RemedyMinimalOrDeleteMappings  = health.RemedyMinimalOrDeleteMappings
+	RemedyDeleteGroup              = health.RemedyDeleteGroup
+	RemedyRecreateStreamAndGroup   = health.RemedyRecreateStreamAndGroup
+	RemedyRestartMember            = health.RemedyRestartMember
+	RemedyRebuildWorkStream        = health.RemedyRebuildWorkStream
+	RemedyRepairWorkStreamJoin     = health.RemedyRepairWorkStreamJoin
+	RemedyStreamTransformExample   = health.RemedyStreamTransformExample
 )
+
+// RemedyError is health.Error: an engine error carrying its Remedy, which
+// unwraps to its sentinel.
+type RemedyError = health.Error

@@ -551,7 +551,7 @@ func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg GroupCon
 	if err == nil {
 		return nil
 	}
-	f := Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch, Message: sentinelDetail(err, ErrNoMatchingSubjects),
+	f := Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch, Message: sentinelDetail(err, ErrNoMatchingSubjects), Cause: err,
 		Hint:   "delete the group and create it again with filters on what the stream stores",
 		Remedy: t.recreate("", " with filters on what the stream stores")}
 	if errors.Is(err, ErrStreamNotReady) {

@@ -63,4 +63,50 @@ type Remedy struct {
 	// Lead and Tail are engine wording before and after the fix itself
 	// (" with at most 1000 partitions"); they name no command.
 	Lead, Tail string
+	// Op is the refused operation ("add", "drop"), when the fix names it.
+	Op string
+	// Filters are the group's partitioning filters ("orders.*:1"), for
+	// RemedyRepairWorkStreamJoin.
+	Filters []string
 }
+
+// The remedies engine errors carry (see Error).
+const (
+	// RemedyMinimalOrDeleteMappings: a membership change (Op: "add" or
+	// "drop") on a group with member mappings needs the minimal option,
+	// or the mappings deleted first.
+	RemedyMinimalOrDeleteMappings RemedyCode = "minimal-or-delete-mappings"
+	// RemedyDeleteGroup: the group can never be consumed; delete it.
+	RemedyDeleteGroup RemedyCode = "delete-group"
+	// RemedyRecreateStreamAndGroup: a static member's stream was deleted;
+	// recreate the stream and the group, or delete the group.
+	RemedyRecreateStreamAndGroup RemedyCode = "recreate-stream-and-group"
+	// RemedyRestartMember: a static member's consumer could not be
+	// recreated; start the member (Member) again.
+	RemedyRestartMember RemedyCode = "restart-member"
+	// RemedyRebuildWorkStream: an elastic group's work stream was deleted;
+	// re-run the group's create, or delete the group.
+	RemedyRebuildWorkStream RemedyCode = "rebuild-work-stream"
+	// RemedyRepairWorkStreamJoin: the work stream sources the wrong
+	// thing; re-run the group's create (MaxMembers, Filters) or recreate.
+	RemedyRepairWorkStreamJoin RemedyCode = "repair-work-stream-join"
+	// RemedyStreamTransformExample: the stream has no partitioning
+	// subject transform; the fix is an example transform.
+	RemedyStreamTransformExample RemedyCode = "stream-transform-example"
+)
+
+// Error is an engine error that carries its Remedy. Its text is Lead (what
+// is wrong, the sentinel's text first when there is one), then Fix (the
+// engine's wording of the fix, naming no command), then Remedy.Tail. It
+// unwraps to the sentinel, so errors.Is still maps it; find it with
+// errors.As to word the fix another way.
+type Error struct {
+	Err    error
+	Fix    string
+	Remedy Remedy
+}
+
+func (e *Error) Error() string { return e.Remedy.Lead + e.Fix + e.Remedy.Tail }
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Err }
