@@ -2,16 +2,6 @@ package cg
 
 import "fmt"
 
-// Findings about what the server cannot serve at all, whatever is running.
-const (
-	// CodePartitionCeiling: critical, the group has more partitions (or a
-	// member more filter subjects) than MaxPartitions, so cg starts none of
-	// its members.
-	CodePartitionCeiling = "partition-ceiling"
-	// CodeMemberUnusable: critical, a member's consumer name is one the
-	// server refuses, so its partitions can never be consumed.
-	CodeMemberUnusable = "member-unusable"
-)
 
 // limitFindings reports a stored group (made by the reference, which has
 // no ceiling) that cg will not start, and members whose consumer the

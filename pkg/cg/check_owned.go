@@ -7,10 +7,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// CodeWorkStreamNotOwned: critical, the stream named like the group's work
-// stream is not one cg (or the reference) made for the group: cg neither
-// consumes nor deletes it, so deleting and recreating the group cannot help.
-const CodeWorkStreamNotOwned = "work-stream-not-owned"
 
 // workStreamFindings reports a work stream that is missing or is not the
 // group's, with a hint cg itself will follow: create remakes a missing
@@ -40,10 +36,6 @@ func workStreamFindings(t checkTarget, cfg ElasticConfig, ws *checkedStream) (ou
 	return nil, true
 }
 
-// CodeWorkStreamSettings: warning, the work stream's caps, discard policy,
-// replicas or direct get differ from what the group gives it; re-running
-// create repairs them in place.
-const CodeWorkStreamSettings = "work-stream-settings"
 
 // workStreamSettingsFindings reports the cg-managed settings of an owned
 // work stream that drifted and that workStreamDrift does not already

@@ -38,3 +38,49 @@ const (
 // RemedyError is health.Error: an engine error carrying its Remedy, which
 // unwraps to its sentinel.
 type RemedyError = health.Error
+
+// Severity is health.Severity: how grave a finding is.
+type Severity = health.Severity
+
+// The severities, as in package health.
+const (
+	SeverityOK       = health.SeverityOK
+	SeverityWarning  = health.SeverityWarning
+	SeverityUnknown  = health.SeverityUnknown
+	SeverityCritical = health.SeverityCritical
+)
+
+// Finding is health.Finding: one problem Check found.
+type Finding = health.Finding
+
+// CheckedGroup is health.CheckedGroup: a group Check looked at.
+type CheckedGroup = health.CheckedGroup
+
+// CheckReport is health.CheckReport: what Check found.
+type CheckReport = health.CheckReport
+
+// The finding codes, as in package health.
+const (
+	CodeServerTooOld             = health.CodeServerTooOld
+	CodeStreamMissing            = health.CodeStreamMissing
+	CodeGroupMissing             = health.CodeGroupMissing
+	CodeConfigInvalid            = health.CodeConfigInvalid
+	CodeStreamNotPartitioned     = health.CodeStreamNotPartitioned
+	CodeStreamPartitionsMismatch = health.CodeStreamPartitionsMismatch
+	CodeStreamFilterMismatch     = health.CodeStreamFilterMismatch
+	CodeWorkStreamMissing        = health.CodeWorkStreamMissing
+	CodeWorkStreamDrift          = health.CodeWorkStreamDrift
+	CodeWorkStreamSourceError    = health.CodeWorkStreamSourceError
+	CodePartitionUnowned         = health.CodePartitionUnowned
+	CodePartitionUnserved        = health.CodePartitionUnserved
+	CodeMemberNoInstance         = health.CodeMemberNoInstance
+	CodeConsumerFilterDrift      = health.CodeConsumerFilterDrift
+	CodeConsumerPriorityDrift    = health.CodeConsumerPriorityDrift
+	CodeConsumerLeftover         = health.CodeConsumerLeftover
+	CodeCheckFailed              = health.CodeCheckFailed
+	CodePartitionCeiling         = health.CodePartitionCeiling
+	CodeMemberUnusable           = health.CodeMemberUnusable
+	CodeWorkStreamNotOwned       = health.CodeWorkStreamNotOwned
+	CodeWorkStreamSettings       = health.CodeWorkStreamSettings
+	CodeStreamSubjectsUnstamped  = health.CodeStreamSubjectsUnstamped
+)

@@ -563,7 +563,3 @@ func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg GroupCon
 	return []Finding{f}
 }
 
-// CodeStreamSubjectsUnstamped: critical, some subjects a static group's
-// filters select are stored without a partition token, so no member sees
-// them.
-const CodeStreamSubjectsUnstamped = "stream-subjects-unstamped"
