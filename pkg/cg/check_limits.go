@@ -2,7 +2,6 @@ package cg
 
 import "fmt"
 
-
 // limitFindings reports a stored group (made by the reference, which has
 // no ceiling) that cg will not start, and members whose consumer the
 // server cannot hold.

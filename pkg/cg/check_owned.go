@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-
 // workStreamFindings reports a work stream that is missing or is not the
 // group's, with a hint cg itself will follow: create remakes a missing
 // work stream only under the partition ceiling, and neither delete nor
@@ -35,7 +34,6 @@ func workStreamFindings(t checkTarget, cfg ElasticConfig, ws *checkedStream) (ou
 	}
 	return nil, true
 }
-
 
 // workStreamSettingsFindings reports the cg-managed settings of an owned
 // work stream that drifted and that workStreamDrift does not already

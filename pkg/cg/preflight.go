@@ -562,4 +562,3 @@ func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg GroupCon
 	}
 	return []Finding{f}
 }
-
