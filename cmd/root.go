@@ -17,6 +17,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/iostreams"
 )
 
@@ -133,7 +134,7 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && !errors.Is(err, cmdutil.ErrSilent) {
-		msg := err.Error()
+		msg := hints.Error(err)
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) && cmd != nil {
 			// SIGINT/SIGTERM cancelled the command's context: say so, not
 			// the raw "context canceled" of whichever request it cut.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -219,7 +220,7 @@ func checkRun(ctx context.Context, o *Options) error {
 // couldNotCheck reports UNKNOWN on stdout, where monitoring reads the
 // status, rather than as the usual error on stderr.
 func (o *Options) couldNotCheck(err error) error {
-	msg := err.Error()
+	msg := hints.Error(err)
 	if r := o.F.Refused(); r != "" && !strings.Contains(msg, r) {
 		msg += "; the server refused: " + r
 	}
@@ -269,7 +270,7 @@ func newReport(rep cg.CheckReport) Report {
 	for _, f := range rep.Findings {
 		v.Findings = append(v.Findings, Finding{Severity: string(f.Severity), Code: f.Code, Kind: f.Kind, Stream: f.Stream,
 			Group: f.Group, Member: f.Member, Consumer: f.Consumer, Partitions: f.Partitions, Pending: f.Pending,
-			Message: f.Message, Hint: f.Hint})
+			Message: hints.Message(f.Message, f.Cause), Hint: hints.Remedy(f.Remedy, f.Hint)})
 	}
 	v.Summary = summary(v)
 	return v

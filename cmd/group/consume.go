@@ -11,6 +11,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -177,7 +178,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 				el.Partitions = e.Partitions
 			}
 			if e.Err != nil {
-				el.Error = e.Err.Error()
+				el.Error = hints.Error(e.Err)
 			}
 			_ = js.Encode(el)
 			return
@@ -208,7 +209,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		case cg.EventStopped:
 			line = "stopped: " + e.Reason
 			if e.Err != nil {
-				line = cs.Red("stopped") + ": " + e.Err.Error()
+				line = cs.Red("stopped") + ": " + hints.Error(e.Err)
 			}
 		default:
 			line = string(e.Kind) + ": " + e.Reason
@@ -315,7 +316,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	sum.Seconds = time.Since(start).Seconds()
 	switch {
 	case stopErr != nil:
-		sum.Reason = stopErr.Error()
+		sum.Reason = hints.Error(stopErr)
 	case ctx.Err() != nil:
 		sum.Reason = "interrupted"
 	case runCtx.Err() != nil:

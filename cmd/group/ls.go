@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 )
 
@@ -62,7 +63,7 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 		e := LsEntry{Group: n, Members: []string{}}
 		cfg, err := o.Kind.Config(c, ctx, o.Stream, n)
 		if err != nil {
-			e.Error = err.Error()
+			e.Error = hints.Error(err)
 		} else {
 			e.Partitions = cfg.PartitionCount()
 			e.Mode = cfg.Mode()

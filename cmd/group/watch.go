@@ -13,6 +13,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -102,7 +103,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 				return wrap(err, o.Kind, o.Stream, o.Group)
 			}
 			// A blip (a timeout, a leader election) should not end a live view.
-			fmt.Fprintf(ios.ErrOut, "warning: sample failed: %v\n", err)
+			fmt.Fprintf(ios.ErrOut, "warning: sample failed: %s\n", hints.Error(err))
 			continue
 		}
 		snap := sampler.Add(gi)

@@ -12,127 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Severity grades a health-check finding.
-type Severity string
-
-// Severities, from harmless to grave. SeverityUnknown marks a part that
-// could not be checked at all.
-const (
-	SeverityOK       Severity = "ok"
-	SeverityWarning  Severity = "warning"
-	SeverityUnknown  Severity = "unknown"
-	SeverityCritical Severity = "critical"
-)
-
-// rank orders severities: critical is graver than unknown (a fault that is
-// certain), and unknown graver than warning (what could not be checked
-// may hide a critical fault).
-func (s Severity) rank() int {
-	switch s {
-	case SeverityWarning:
-		return 1
-	case SeverityUnknown:
-		return 2
-	case SeverityCritical:
-		return 3
-	default:
-		return 0
-	}
-}
-
-// Worse returns the graver of s and o.
-func (s Severity) Worse(o Severity) Severity {
-	if o.rank() > s.rank() {
-		return o
-	}
-	if s == "" {
-		return SeverityOK
-	}
-	return s
-}
-
-// Finding codes: stable identifiers that scripts may match on.
-const (
-	// Server.
-	CodeServerTooOld = "server-too-old" // critical: the server lacks a feature the group needs
-	// Where a group lives.
-	CodeStreamMissing = "stream-missing" // critical: the group's stream is gone
-	CodeGroupMissing  = "group-missing"  // critical: no stored configuration for the group asked for
-	CodeConfigInvalid = "config-invalid" // critical: the stored configuration does not parse or validate
-	// Static groups: the stream's partitioning transform.
-	CodeStreamNotPartitioned     = "stream-not-partitioned"     // critical: no {{partition(N,...)}} transform
-	CodeStreamPartitionsMismatch = "stream-partitions-mismatch" // critical: N differs from max_members
-	CodeStreamFilterMismatch     = "stream-filter-mismatch"     // critical: a group filter matches nothing the transform produces
-	// Elastic groups: the work-queue stream.
-	CodeWorkStreamMissing     = "work-stream-missing"      // critical
-	CodeWorkStreamDrift       = "work-stream-drift"        // critical: source, transforms or retention differ from the config
-	CodeWorkStreamSourceError = "work-stream-source-error" // critical: the server reports an error sourcing the origin
-	// Partitions and members.
-	CodePartitionUnowned  = "partition-unowned"  // critical: no member owns the partitions (warning: an elastic group with nothing waiting yet)
-	CodePartitionUnserved = "partition-unserved" // critical: a member without a live instance has messages waiting
-	CodeMemberNoInstance  = "member-no-instance" // warning: a member has no live instance, nothing waits for it
-	// Member consumers.
-	CodeConsumerFilterDrift   = "consumer-filter-drift"   // critical: filters differ from what the config gives the member
-	CodeConsumerPriorityDrift = "consumer-priority-drift" // critical: not pinned in priority group PCG
-	CodeConsumerLeftover      = "consumer-leftover"       // warning: a group-named consumer that belongs to no member
-	// The check itself.
-	CodeCheckFailed = "check-failed" // unknown: a request failed, so part of the group was not checked
-)
-
-// Finding is one problem Check found, with a hint of the fix.
-type Finding struct {
-	Severity Severity `json:"severity"`
-	Code     string   `json:"code"`
-	// Kind, Stream and Group say where: empty Group for a stream-wide
-	// finding, empty Stream for a server-wide one.
-	Kind       string `json:"kind,omitempty"`
-	Stream     string `json:"stream,omitempty"`
-	Group      string `json:"group,omitempty"`
-	Member     string `json:"member,omitempty"`
-	Consumer   string `json:"consumer,omitempty"`
-	Partitions []int  `json:"partitions,omitempty"`
-	// Pending is the number of messages waiting, when known.
-	Pending uint64 `json:"pending,omitempty"`
-	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
-}
-
-// CheckedGroup is a group Check looked at, with its worst finding.
-type CheckedGroup struct {
-	Kind   string   `json:"kind"`
-	Stream string   `json:"stream"`
-	Group  string   `json:"group"`
-	Status Severity `json:"status"`
-}
-
-// CheckReport is what Check found.
-type CheckReport struct {
-	// ServerVersion is the connected server's version ("" when unknown).
-	ServerVersion string         `json:"server_version"`
-	Groups        []CheckedGroup `json:"groups"`
-	Findings      []Finding      `json:"findings"`
-}
-
-// Status is the worst severity among the findings; SeverityOK when none.
-func (r CheckReport) Status() Severity {
-	s := SeverityOK
-	for _, f := range r.Findings {
-		s = s.Worse(f.Severity)
-	}
-	return s
-}
-
-// Count is the number of findings of severity s.
-func (r CheckReport) Count(s Severity) int {
-	n := 0
-	for _, f := range r.Findings {
-		if f.Severity == s {
-			n++
-		}
-	}
-	return n
-}
-
 // CheckScope selects what Check looks at: every group (the zero value),
 // the groups of Stream, or the group Group on Stream (of either kind).
 // Kind, "static" or "elastic", limits the check to that kind.
@@ -234,7 +113,8 @@ func versionFinding(v Version, wholeSubject bool) (Finding, bool) {
 	if wholeSubject && !v.AtLeast(MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor) {
 		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
 			Message: wholeSubjectMessage(v),
-			Hint:    wholeSubjectHint(v)}, true
+			Hint:    wholeSubjectHint(v),
+			Remedy:  &Remedy{Code: RemedyUpgradeServer, Server: fmt.Sprintf("%d.%d", v.Major, v.Minor)}}, true
 	}
 	return Finding{}, false
 }
@@ -315,7 +195,8 @@ func (r *checkRun) scopeMissing(ctx context.Context, scope CheckScope) (Finding,
 		}
 		return Finding{Severity: SeverityCritical, Code: CodeGroupMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
 			Message: fmt.Sprintf("no %s group %q on stream %s", strings.ReplaceAll(kind, "|", " or "), scope.Group, scope.Stream),
-			Hint:    fmt.Sprintf("list the groups with 'cg static ls %s' and 'cg elastic ls %s'", scope.Stream, scope.Stream)}, true
+			Hint:    "list the stream's static and elastic groups",
+			Remedy:  &Remedy{Code: RemedyListGroups, Stream: scope.Stream}}, true
 	}
 	return Finding{}, false
 }
@@ -396,7 +277,7 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 }
 
 func failed(err error) Finding {
-	return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Message: err.Error(),
+	return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Message: err.Error(), Cause: err,
 		Hint: "check the connection and this user's permissions, then run the check again"}
 }
 
@@ -416,7 +297,8 @@ func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error)
 	case st.missing:
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamMissing,
 			Message: fmt.Sprintf("stream %s does not exist: the group has nothing to consume", t.stream),
-			Hint:    fmt.Sprintf("recreate the stream, or remove the group with 'cg %s delete %s %s --force'", t.kind, t.stream, t.group)})
+			Hint:    "recreate the stream, or delete the group",
+			Remedy:  t.remedy(RemedyRecreateStreamOrDelete)})
 	}
 	if cfgErr != nil {
 		// A static member stops on a value it cannot use; an elastic one
@@ -427,7 +309,8 @@ func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeConfigInvalid,
 			Message: sentinelDetail(cfgErr, ErrInvalidConfig) + effect,
-			Hint:    fmt.Sprintf("delete it with 'cg %s delete %s %s --force' and create the group again", t.kind, t.stream, t.group)})
+			Hint:    "delete the group and create it again",
+			Remedy:  t.remedy(RemedyRecreateInvalidConfig)})
 	}
 	return st, out, len(out) == 0
 }
@@ -441,8 +324,8 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	pt, err := StreamPartitioning(st.info)
 	if err != nil {
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamNotPartitioned,
-			Message: sentinelDetail(err, ErrStreamNotReady) + "; members receive nothing",
-			Hint:    fmt.Sprintf("give the stream back a {{partition(%d,...)}} subject transform, or recreate the group", cfg.MaxMembers)})
+			Message: sentinelDetail(err, ErrStreamNotReady) + "; members receive nothing", Cause: err,
+			Hint: fmt.Sprintf("give the stream back a {{partition(%d,...)}} subject transform, or recreate the group", cfg.MaxMembers)})
 	} else {
 		if pt.Partitions != cfg.MaxMembers {
 			out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamPartitionsMismatch,
@@ -528,14 +411,17 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo) []Finding {
 	var out []Finding
 	name := si.Config.Name
-	recreate := fmt.Sprintf("delete and recreate the group ('cg elastic delete %s %s --force', then 'cg elastic create ...')", t.stream, t.group)
+	recreate := "delete and recreate the group"
+	recreateR := t.remedy(RemedyRecreateElastic)
 	// Sources and transforms are repaired in place by re-running create;
 	// retention cannot be changed on an existing stream.
-	repair := fmt.Sprintf("re-run the group's 'cg elastic create %s %s %d ...' (it repairs the work stream's sources), or %s", t.stream, t.group, cfg.MaxMembers, recreate)
+	repair := "re-run the group's create (it repairs the work stream's sources), or " + recreate
+	repairR := t.remedy(RemedyRepairWorkStreamSources)
+	repairR.MaxMembers = cfg.MaxMembers
 	if si.Config.Retention != jetstream.WorkQueuePolicy {
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s has %s retention, not work-queue: consumed messages are never removed and the buffer caps do not hold", name, si.Config.Retention),
-			Hint:    recreate})
+			Hint:    recreate, Remedy: recreateR})
 	}
 	want := ElasticTransforms(cfg)
 	srcs := si.Config.Sources
@@ -549,7 +435,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %v, not exactly the group's stream %s", name, names, t.stream),
-			Hint:    repair})
+			Hint:    repair, Remedy: repairR})
 	case srcs[0].FilterSubject != "" || !sameTransforms(srcs[0].SubjectTransforms, want):
 		have := formatTransforms(srcs[0].SubjectTransforms)
 		if srcs[0].FilterSubject != "" {
@@ -557,7 +443,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		}
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %s through %s, but the group's configuration gives %s: messages land on the wrong partitions or not at all", name, t.stream, have, formatTransforms(want)),
-			Hint:    repair})
+			Hint:    repair, Remedy: repairR})
 	}
 	for _, s := range si.Sources {
 		if s != nil && s.Error != nil {
@@ -582,12 +468,12 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 	}
 	if len(unowned) > 0 {
 		what := fmt.Sprintf("partitions %s have no owner", Ranges(unowned))
-		hint := fmt.Sprintf("add members with 'cg elastic add %s %s <member>...'", t.stream, t.group)
+		hint, remedy := "add members to the group", t.remedy(RemedyAddMembers)
 		if len(cfg.MemberNames()) == 0 {
 			what = "the group has no members"
 		}
 		if t.kind == "static" {
-			hint = fmt.Sprintf("static membership never changes: delete and recreate the group with members ('cg static delete %s %s --force')", t.stream, t.group)
+			hint, remedy = "static membership never changes: delete and recreate the group with members", t.remedy(RemedyStaticNoMembers)
 		}
 		sev, effect := SeverityCritical, ": their messages are consumed by no one"
 		switch {
@@ -603,12 +489,14 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 			sev, effect = SeverityWarning, fmt.Sprintf(" yet: %s in the work stream for the members to come", plural(st.info.State.Msgs, "message waits", "messages wait"))
 		}
 		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
-			Message: what + effect, Hint: hint})
+			Message: what + effect, Hint: hint, Remedy: remedy})
 	}
 	out = append(out, limitFindings(t, cfg)...)
 	l := newLayout(cfg)
-	consume := func(m string) string {
-		return fmt.Sprintf("start an instance: cg %s consume %s %s %s", t.kind, t.stream, t.group, m)
+	consume := func(m string) (string, *Remedy) {
+		r := t.remedy(RemedyStartMember)
+		r.Member = m
+		return "start an instance of member " + m, r
 	}
 	for _, m := range cfg.MemberNames() {
 		name := consumerName(m)
@@ -652,14 +540,14 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		case err != nil:
 			f.Severity, f.Code = SeverityUnknown, CodeCheckFailed
 			f.Message = fmt.Sprintf("member %s has no live instance (%s), and whether messages wait for it is unknown: %v", m, why, err)
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		case (backlog > 0 || !known) && ci == nil && t.kind == "static" && !r.c.hasRun(ctx, t.stream, t.group, m):
 			// Never started (no consumer, no saved position): the group
 			// is new, not broken; what create accepts, check does not
 			// call critical. Once the member has run, this is critical.
 			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
 			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, Ranges(parts))
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		case backlog > 0 || !known:
 			f.Severity, f.Code = SeverityCritical, CodePartitionUnserved
 			count := "messages are waiting"
@@ -668,11 +556,11 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 				count = plural(backlog, "message is", "messages are") + " waiting"
 			}
 			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", Ranges(parts), m, why, count)
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		default:
 			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
 			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, Ranges(parts))
-			f.Hint = consume(m)
+			f.Hint, f.Remedy = consume(m)
 		}
 		out = append(out, f)
 	}

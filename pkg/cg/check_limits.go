@@ -2,27 +2,17 @@ package cg
 
 import "fmt"
 
-// Findings about what the server cannot serve at all, whatever is running.
-const (
-	// CodePartitionCeiling: critical, the group has more partitions (or a
-	// member more filter subjects) than MaxPartitions, so cg starts none of
-	// its members.
-	CodePartitionCeiling = "partition-ceiling"
-	// CodeMemberUnusable: critical, a member's consumer name is one the
-	// server refuses, so its partitions can never be consumed.
-	CodeMemberUnusable = "member-unusable"
-)
-
 // limitFindings reports a stored group (made by the reference, which has
 // no ceiling) that cg will not start, and members whose consumer the
 // server cannot hold.
 func limitFindings(t checkTarget, cfg GroupConfig) []Finding {
 	var out []Finding
-	recreate := fmt.Sprintf("delete the group ('cg %s delete %s %s --force') and create it again", t.kind, t.stream, t.group)
+	recreate := "delete the group and create it again"
 	if n := cfg.PartitionCount(); n > MaxPartitions {
 		out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionCeiling,
 			Message: fmt.Sprintf("the group has %d partitions, above cg's ceiling of %d: cg refuses to start its members, since the server takes minutes to create a consumer with that many filter subjects and stalls JetStream meanwhile", n, MaxPartitions),
-			Hint:    recreate + fmt.Sprintf(" with at most %d partitions", MaxPartitions)})
+			Hint:    recreate + fmt.Sprintf(" with at most %d partitions", MaxPartitions),
+			Remedy:  t.recreate("", fmt.Sprintf(" with at most %d partitions", MaxPartitions))})
 	}
 	l := newLayout(cfg)
 	for _, m := range cfg.MemberNames() {
@@ -37,14 +27,14 @@ func limitFindings(t checkTarget, cfg GroupConfig) []Finding {
 			}
 			out = append(out, Finding{Severity: SeverityCritical, Code: CodeMemberUnusable, Member: m, Partitions: l.parts[m],
 				Message: fmt.Sprintf("member %q can never run: %s, so its partitions %s are consumed by no one", m, p, Ranges(l.parts[m])),
-				Hint:    recreate + without})
+				Hint:    recreate + without, Remedy: t.recreate("", without)})
 			continue
 		}
 		if cfg.PartitionCount() <= MaxPartitions {
 			if f := len(l.memberFilters(cfg, m)); f > MaxPartitions {
 				out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionCeiling, Member: m, Consumer: name,
 					Message: fmt.Sprintf("member %s would need a consumer with %d filter subjects, above cg's ceiling of %d: cg refuses to start it", m, f, MaxPartitions),
-					Hint:    recreate + " with fewer partitions or filters"})
+					Hint:    recreate + " with fewer partitions or filters", Remedy: t.recreate("", " with fewer partitions or filters")})
 			}
 		}
 	}
@@ -61,6 +51,6 @@ func wholeSubjectMessage(v Version) string {
 }
 
 func wholeSubjectHint(v Version) string {
-	return fmt.Sprintf("upgrade the server to %d.%d or later; on %d.%d, delete the group and create it again naming the wildcards to hash (elastic: --filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server",
+	return fmt.Sprintf("upgrade the server to %d.%d or later; on %d.%d, delete the group and create it again naming the wildcards to hash (elastic: a filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server",
 		MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor, v.Major, v.Minor)
 }

@@ -7,11 +7,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// CodeWorkStreamNotOwned: critical, the stream named like the group's work
-// stream is not one cg (or the reference) made for the group: cg neither
-// consumes nor deletes it, so deleting and recreating the group cannot help.
-const CodeWorkStreamNotOwned = "work-stream-not-owned"
-
 // workStreamFindings reports a work stream that is missing or is not the
 // group's, with a hint cg itself will follow: create remakes a missing
 // work stream only under the partition ceiling, and neither delete nor
@@ -20,27 +15,25 @@ const CodeWorkStreamNotOwned = "work-stream-not-owned"
 func workStreamFindings(t checkTarget, cfg ElasticConfig, ws *checkedStream) (out []Finding, ok bool) {
 	wsName := WorkStreamName(t.stream, t.group)
 	if ws.missing {
-		hint := fmt.Sprintf("run the group's 'cg elastic create %s %s %d ...' again (it remakes a lost work stream), or delete and recreate the group", t.stream, t.group, cfg.MaxMembers)
+		hint, remedy := "run the group's create again (it remakes a lost work stream), or delete and recreate the group", t.remedy(RemedyRemakeWorkStream)
+		remedy.MaxMembers = cfg.MaxMembers
 		if cfg.PartitionCount() > MaxPartitions {
 			out = append(out, limitFindings(t, cfg)...)
-			hint = fmt.Sprintf("delete the group ('cg elastic delete %s %s --force') and create it again with at most %d partitions", t.stream, t.group, MaxPartitions)
+			hint = fmt.Sprintf("delete the group and create it again with at most %d partitions", MaxPartitions)
+			remedy = t.recreate("", fmt.Sprintf(" with at most %d partitions", MaxPartitions))
 		}
 		return append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamMissing,
 			Message: fmt.Sprintf("work stream %s is missing: nothing is sourced from %s and no member can consume", wsName, t.stream),
-			Hint:    hint}), false
+			Hint:    hint, Remedy: remedy}), false
 	}
 	if owned, why := WorkStreamOwned(ws.info, t.stream, t.group, &cfg); !owned {
 		return []Finding{{Severity: SeverityCritical, Code: CodeWorkStreamNotOwned,
 			Message: fmt.Sprintf("stream %s exists but was not made by cg for elastic group %q on %s (%s): cg neither consumes nor deletes it, so the group takes in nothing", wsName, t.group, t.stream, why),
-			Hint:    fmt.Sprintf("delete the group ('cg elastic delete %s %s --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create", t.stream, t.group)}}, false
+			Hint:    "delete the group (which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create",
+			Remedy:  t.remedy(RemedyWorkStreamNotOwned)}}, false
 	}
 	return nil, true
 }
-
-// CodeWorkStreamSettings: warning, the work stream's caps, discard policy,
-// replicas or direct get differ from what the group gives it; re-running
-// create repairs them in place.
-const CodeWorkStreamSettings = "work-stream-settings"
 
 // workStreamSettingsFindings reports the cg-managed settings of an owned
 // work stream that drifted and that workStreamDrift does not already
@@ -56,11 +49,13 @@ func workStreamSettingsFindings(t checkTarget, cfg ElasticConfig, origin, ws *je
 	if len(keep) == 0 {
 		return nil
 	}
-	hint := fmt.Sprintf("re-run the group's create ('cg elastic create %s %s %d ...' with its filters and caps): it repairs them in place", t.stream, t.group, cfg.MaxMembers)
+	hint, remedy := "re-run the group's create with its filters and caps: it repairs them in place", t.remedy(RemedyRepairWorkStreamSettings)
+	remedy.MaxMembers = cfg.MaxMembers
 	if !fixable {
-		hint = fmt.Sprintf("these cannot change in place: delete the group ('cg elastic delete %s %s --force') and create it again", t.stream, t.group)
+		hint = "these cannot change in place: delete the group and create it again"
+		remedy = t.recreate("these cannot change in place: ", "")
 	}
 	return []Finding{{Severity: SeverityWarning, Code: CodeWorkStreamSettings,
 		Message: fmt.Sprintf("work stream %s differs from what the group gives it: %s", ws.Config.Name, strings.Join(keep, ", ")),
-		Hint:    hint}}
+		Hint:    hint, Remedy: remedy}}
 }

@@ -67,7 +67,8 @@ func TestCheckHintsThatCgFollows(t *testing.T) {
 			t.Errorf("finding: %+v", f)
 		}
 		for _, f := range fs {
-			if strings.Contains(f.Hint, "then 'cg elastic create") {
+			// The remedies whose CLI wording ends "then 'cg elastic create ...'".
+			if f.Remedy != nil && (f.Remedy.Code == RemedyRecreateElastic || f.Remedy.Code == RemedyRepairWorkStreamSources) {
 				t.Errorf("hint sends the user to a create cg refuses: %+v", f)
 			}
 		}
@@ -130,7 +131,7 @@ func TestCheckWorkStreamSettingsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]
-	if !ok || f.Severity != SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || !strings.Contains(f.Hint, "cg elastic create R g 4") {
+	if !ok || f.Severity != SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || (f.Remedy == nil || f.Remedy.Code != RemedyRepairWorkStreamSettings || f.Remedy.Stream != "R" || f.Remedy.Group != "g" || f.Remedy.MaxMembers != 4) {
 		t.Fatalf("drifted caps: %+v %v", f, ok)
 	}
 	if _, err := c.CreateElastic(ctx, "R", "g", cfg); err != nil {

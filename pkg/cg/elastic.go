@@ -459,7 +459,9 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 	o := applyOptions(opts)
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
-			return described{fmt.Sprintf("elastic group %q uses member mappings; add with --minimal to keep even shares with the fewest moves, or delete the mappings first (cg elastic delete-mapping)", group), ErrMappedGroup}
+			return &RemedyError{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
+				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
+					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
 		for _, m := range members {
@@ -488,7 +490,9 @@ func (c *Client) DropMembers(ctx context.Context, stream, group string, members 
 	o := applyOptions(opts)
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
-			return described{fmt.Sprintf("elastic group %q uses member mappings; drop with --minimal to keep even shares with the fewest moves, or delete the mappings first (cg elastic delete-mapping)", group), ErrMappedGroup}
+			return &RemedyError{Err: ErrMappedGroup, Fix: "drop with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
+				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "drop",
+					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
 		for _, m := range members {
@@ -606,7 +610,9 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	ws, err := c.js.Stream(ctx, gi.WorkStream)
 	if err != nil {
 		if badServerName(err) {
-			return gi, fmt.Errorf("%w: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; delete it ('cg elastic delete %s %s')", ErrStreamNotFound, group, gi.WorkStream, stream, group)
+			return gi, &RemedyError{Err: ErrStreamNotFound, Fix: "delete the group",
+				Remedy: Remedy{Code: RemedyDeleteGroup, Kind: "elastic", Stream: stream, Group: group,
+					Lead: fmt.Sprintf("%v: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; ", ErrStreamNotFound, group, gi.WorkStream)}}
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return gi, fmt.Errorf("%w: work stream %s of elastic group %q is missing; re-run the group's create to remake it (it sources %s again from its start), or delete the group", ErrStreamNotFound, gi.WorkStream, group, stream)

@@ -66,9 +66,9 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	case err == nil:
 		return false // still there (or another instance recreated it)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		go m.stop(described{kind: ErrConsumerGone, msg: fmt.Sprintf(
-			"stream %s was deleted under static member %s of group %s (its consumer %s with it); recreate the stream and the group (cg static create), or delete the group: cg static delete %s %s",
-			m.cstream, m.member, m.group, m.consumer, m.stream, m.group)}, "stream deleted")
+		go m.stop(&RemedyError{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
+			Remedy: Remedy{Code: RemedyRecreateStreamAndGroup, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+				Lead: fmt.Sprintf("stream %s was deleted under static member %s of group %s (its consumer %s with it); ", m.cstream, m.member, m.group, m.consumer)}}, "stream deleted")
 		return true
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return false // cannot tell now; the next refused pull kicks again
@@ -95,9 +95,9 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	m.resumed = ""
 	m.mu.Unlock()
 	if err := m.bindStatic(ctx, filters); err != nil {
-		go m.stop(described{kind: ErrConsumerGone, msg: fmt.Sprintf(
-			"member consumer %s on %s was deleted under static member %s and could not be recreated: %v; start the member again (cg static consume %s %s %s)",
-			m.consumer, m.cstream, m.member, err, m.stream, m.group, m.member)}, "member consumer deleted")
+		go m.stop(&RemedyError{Err: ErrConsumerGone, Fix: "start the member again",
+			Remedy: Remedy{Code: RemedyRestartMember, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+				Lead: fmt.Sprintf("member consumer %s on %s was deleted under static member %s and could not be recreated: %v; ", m.consumer, m.cstream, m.member, err)}}, "member consumer deleted")
 		return true
 	}
 	if m.stopping.Load() {
@@ -125,8 +125,9 @@ func (m *elasticStrategy) workStreamGone() time.Duration {
 		go m.stop(nil, "group deleted")
 		return 0
 	}
-	go m.stop(described{kind: ErrWorkStreamGone, msg: fmt.Sprintf(
-		"work stream %s of elastic group %s was deleted; a member cannot recreate it: re-run `cg elastic create %s %s` with the group's partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group: cg elastic delete %s %s",
-		m.cstream, m.group, m.stream, m.group, m.stream, m.stream, m.group)}, "work stream deleted")
+	go m.stop(&RemedyError{Err: ErrWorkStreamGone,
+		Fix: fmt.Sprintf("re-run the group's create with its partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group", m.stream),
+		Remedy: Remedy{Code: RemedyRebuildWorkStream, Kind: "elastic", Stream: m.stream, Group: m.group,
+			Lead: fmt.Sprintf("work stream %s of elastic group %s was deleted; a member cannot recreate it: ", m.cstream, m.group)}}, "work stream deleted")
 	return 0
 }

@@ -188,7 +188,9 @@ func TestElasticWorkStreamDeletedStopsMember(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("member still running 5s after its work stream was deleted")
 	}
-	if err := m.Err(); !errors.Is(err, cg.ErrWorkStreamGone) || !strings.Contains(err.Error(), "re-run `cg elastic create ORDERS g`") {
+	var re *cg.RemedyError
+	if err := m.Err(); !errors.Is(err, cg.ErrWorkStreamGone) || !strings.Contains(err.Error(), "re-run the group's create") ||
+		!errors.As(err, &re) || re.Remedy.Code != cg.RemedyRebuildWorkStream || re.Remedy.Stream != "ORDERS" || re.Remedy.Group != "g" {
 		t.Fatalf("stopped with %v, want ErrWorkStreamGone saying to re-run create", err)
 	}
 }

@@ -22,13 +22,16 @@ func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg E
 	have := sourcesString(srcs)
 	filters := make([]string, 0, len(cfg.PartitioningFilters))
 	for _, pf := range cfg.PartitioningFilters {
-		filters = append(filters, "--filter '"+pf.String()+"'")
+		filters = append(filters, pf.String())
 	}
 	if len(filters) == 0 {
-		filters = append(filters, "--filter '>'")
+		filters = append(filters, ">")
 	}
-	return fmt.Errorf("%w: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; re-run `cg elastic create %s %s %d %s` (it repairs the work stream), or delete and recreate the group",
-		ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want), stream, group, cfg.MaxMembers, strings.Join(filters, " "))
+	return &RemedyError{Err: ErrStreamNotReady,
+		Fix: fmt.Sprintf("re-run the group's create with max members %d and filters %s (it repairs the work stream), or delete and recreate the group", cfg.MaxMembers, strings.Join(filters, " ")),
+		Remedy: Remedy{Code: RemedyRepairWorkStreamJoin, Kind: "elastic", Stream: stream, Group: group, MaxMembers: cfg.MaxMembers, Filters: filters,
+			Lead: fmt.Sprintf("%v: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; ",
+				ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want))}}
 }
 
 // remadeWorkStream is what a create over a stored group reports when it

@@ -46,7 +46,9 @@ func TestJoinElasticRefusesWorkStreamOtherPartitions(t *testing.T) {
 		m.Stop()
 		t.Fatal("joined a group whose work stream stamps partitions no member serves")
 	}
-	if !errors.Is(err, ErrStreamNotReady) || !strings.Contains(err.Error(), "R-g") || !strings.Contains(err.Error(), "cg elastic create R g 4") {
+	var re *RemedyError
+	if !errors.Is(err, ErrStreamNotReady) || !strings.Contains(err.Error(), "R-g") || !strings.Contains(err.Error(), "re-run the group's create with max members 4") ||
+		!errors.As(err, &re) || re.Remedy.Code != RemedyRepairWorkStreamJoin || re.Remedy.Stream != "R" || re.Remedy.Group != "g" || re.Remedy.MaxMembers != 4 {
 		t.Fatalf("error: %v", err)
 	}
 	if _, err := c.CreateElastic(ctx, "R", "g", ElasticConfig{MaxMembers: 4, PartitioningFilters: cfg.PartitioningFilters}); err != nil {

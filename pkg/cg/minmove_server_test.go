@@ -88,7 +88,9 @@ func TestMinimalAddDropRebalancesRunningMembers(t *testing.T) {
 	// A plain change of the now mapped group says what to do instead.
 	for _, f := range []func(context.Context, string, string, []string, ...cg.ChangeOption) (cg.MembershipChange, error){c.AddMembers, c.DropMembers} {
 		_, err := f(ctx, "ORDERS", "g", []string{"m3"})
-		if !errors.Is(err, cg.ErrMappedGroup) || !strings.Contains(err.Error(), "--minimal") || !strings.Contains(err.Error(), "delete-mapping") {
+		var re *cg.RemedyError
+		if !errors.Is(err, cg.ErrMappedGroup) || !strings.Contains(err.Error(), "minimal option") || !strings.Contains(err.Error(), "delete the mappings") ||
+			!errors.As(err, &re) || re.Remedy.Code != cg.RemedyMinimalOrDeleteMappings {
 			t.Fatalf("plain change of a mapped group: %v", err)
 		}
 	}

@@ -551,17 +551,14 @@ func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg GroupCon
 	if err == nil {
 		return nil
 	}
-	f := Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch, Message: sentinelDetail(err, ErrNoMatchingSubjects),
-		Hint: fmt.Sprintf("delete the group ('cg %s delete %s %s --force') and create it again with filters on what the stream stores", t.kind, t.stream, t.group)}
+	f := Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch, Message: sentinelDetail(err, ErrNoMatchingSubjects), Cause: err,
+		Hint:   "delete the group and create it again with filters on what the stream stores",
+		Remedy: t.recreate("", " with filters on what the stream stores")}
 	if errors.Is(err, ErrStreamNotReady) {
 		f.Code = CodeStreamSubjectsUnstamped
 		f.Message = sentinelDetail(err, ErrStreamNotReady)
 		f.Hint = "widen the stream's subject transform source to cover every subject, or delete the group and create it again with filters on the covered part"
+		f.Remedy = nil
 	}
 	return []Finding{f}
 }
-
-// CodeStreamSubjectsUnstamped: critical, some subjects a static group's
-// filters select are stored without a partition token, so no member sees
-// them.
-const CodeStreamSubjectsUnstamped = "stream-subjects-unstamped"

@@ -45,7 +45,10 @@ func (c *Client) streamInfo(ctx context.Context, stream string) (*jetstream.Stre
 func StreamPartitioning(si *jetstream.StreamInfo) (PartitionTransform, error) {
 	st := si.Config.SubjectTransform
 	if st == nil || st.Destination == "" {
-		return PartitionTransform{}, fmt.Errorf("%w: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. --transform-source 'orders.*' --transform-destination '{{partition(10,1)}}.orders.{{wildcard(1)}}' (or use an elastic group, which works on any stream)", ErrStreamNotReady, si.Config.Name)
+		return PartitionTransform{}, &RemedyError{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
+			Remedy: Remedy{Code: RemedyStreamTransformExample, Kind: "static", Stream: si.Config.Name,
+				Lead: fmt.Sprintf("%v: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. ", ErrStreamNotReady, si.Config.Name),
+				Tail: " (or use an elastic group, which works on any stream)"}}
 	}
 	pt, ok, err := ParsePartitionTransform(st.Source, st.Destination)
 	if err != nil {

@@ -1,0 +1,14 @@
+package cg
+
+// remedy is the fix code for the checked group, with its place filled in.
+func (t checkTarget) remedy(code RemedyCode) *Remedy {
+	return &Remedy{Code: code, Kind: t.kind, Stream: t.stream, Group: t.group}
+}
+
+// recreate is RemedyDeleteAndCreate for the checked group, lead and tail
+// being the engine wording around the fix.
+func (t checkTarget) recreate(lead, tail string) *Remedy {
+	r := t.remedy(RemedyDeleteAndCreate)
+	r.Lead, r.Tail = lead, tail
+	return r
+}
