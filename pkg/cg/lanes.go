@@ -92,7 +92,7 @@ func (m *Member) ackPendingProblem(cc jetstream.ConsumerConfig) error {
 	if m.opts.Concurrency <= 1 || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Concurrency {
 		return nil
 	}
-	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance runs with concurrency %d, which would run at most %d at once; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or join with --concurrency %d",
+	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance runs with concurrency %d, which would run at most %d at once; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or join with concurrency %d",
 		ErrConsumerConflict, m.consumer, m.cstream, cc.MaxAckPending, m.opts.Concurrency, cc.MaxAckPending, m.opts.MaxAckPending, max(cc.MaxAckPending, 1))
 }
 
@@ -138,8 +138,8 @@ func elasticKeyOf(filters []PartitioningFilter) func(string) (string, bool) {
 			if f == "" {
 				f = ">"
 			}
-			if k, err := PartitionKey(subject, f, pf.PartitioningWildcards); err == nil {
-				return k, true
+			if toks, err := PartitionKeyTokens(subject, f, pf.PartitioningWildcards); err == nil {
+				return strings.Join(toks, ""), true
 			}
 		}
 		return "", false
@@ -183,7 +183,12 @@ func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
 				same = stoks[i] == dtoks[i]
 			}
 		}
-		return func(subject string) (string, bool) { return subject, same }
+		return func(subject string) (string, bool) {
+			if !same {
+				return "", false
+			}
+			return subject, true
+		}
 	}
 	pos := make([]int, 0, len(pt.Wildcards))
 	for _, w := range pt.Wildcards {
