@@ -465,3 +465,58 @@ func TestLanesElasticRebalance(t *testing.T) {
 		t.Errorf("%d per-key order violations across the rebalance, first: %v", len(l.bad), l.bad[:min(5, len(l.bad))])
 	}
 }
+
+// Messages waiting in a lane longer than the ack wait are kept alive: none
+// is redelivered behind the member's back.
+func TestLanesKeepQueuedAlive(t *testing.T) {
+	c, js, _ := laneSetup(t, "m1")
+	ctx := ctxT(t)
+	publishKeyed(t, js, []string{"a", "b"}, 24) // 12 per key, 100ms each: 1.2s per key
+	tr := newTracker()
+	var mu sync.Mutex
+	redelivered := 0
+	h := tr.handler("m1", 100*time.Millisecond, func(m *cg.Msg, _ string, _ int) bool {
+		if md, _ := m.Metadata(); md.NumDelivered > 1 {
+			mu.Lock()
+			redelivered++
+			mu.Unlock()
+		}
+		return true
+	})
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", h, cg.JoinOptions{Concurrency: 2, MaxAckPending: 24, AckWait: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 30*time.Second, "all handled", func() bool { return tr.distinct() == 24 })
+	tr.check(t, 24, false)
+	mu.Lock()
+	defer mu.Unlock()
+	if redelivered > 0 {
+		t.Errorf("%d queued messages were redelivered while they waited", redelivered)
+	}
+}
+
+// An elastic member consumer made by a serial instance (max ack pending
+// 1) is refused by a concurrent one, at join.
+func TestLanesElasticRefusesSerialConsumer(t *testing.T) {
+	c, js, fresh := elasticSetup(t, 4)
+	ctx := ctxT(t)
+	if _, err := c.AddMembers(ctx, "ORDERS", "g", []string{"m1"}); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(_ context.Context, m *cg.Msg) { _ = m.Ack() }
+	serial, err := fresh().JoinElastic(ctx, "ORDERS", "g", "m1", noop, cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serial.Stop()
+	natstest.Eventually(t, 10*time.Second, "member consumer made", func() bool {
+		_, err := js.Consumer(ctx, "ORDERS-g", "m1")
+		return err == nil
+	})
+	_, err = fresh().JoinElastic(ctx, "ORDERS", "g", "m1", noop, cg.JoinOptions{Concurrency: 4})
+	if !errors.Is(err, cg.ErrConsumerConflict) || !strings.Contains(err.Error(), "max ack pending") {
+		t.Fatalf("concurrent join of a serial elastic consumer: %v", err)
+	}
+}
