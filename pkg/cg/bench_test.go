@@ -77,12 +77,22 @@ func BenchmarkMemberConsume(b *testing.B) {
 
 // BenchmarkMemberLanes is one member owning 8 partitions, messages over
 // 1000 keys, a handler that takes 0 or 1ms and acks, at concurrency 1, 8
-// and 32 (max ack pending: cg's choice). Order violations are counted and
-// fail the run. Run with a fixed count, e.g. -benchtime 5000x.
+// and 32 (max ack pending: cg's choice); /hash-lanes is the alternative
+// design (keys folded onto fixed lanes) for comparison. Order violations
+// are counted and fail the run. Run with a fixed count, e.g. -benchtime
+// 5000x.
 func BenchmarkMemberLanes(b *testing.B) {
 	for _, work := range []time.Duration{0, time.Millisecond} {
-		for _, conc := range []int{1, 8, 32} {
-			b.Run(fmt.Sprintf("handler=%s/concurrency=%d", work, conc), func(b *testing.B) {
+		for _, lanes := range []struct {
+			conc int
+			hash bool
+		}{{1, false}, {8, false}, {32, false}, {8, true}, {32, true}} {
+			conc := lanes.conc
+			name := fmt.Sprintf("handler=%s/concurrency=%d", work, conc)
+			if lanes.hash {
+				name += "/hash-lanes"
+			}
+			b.Run(name, func(b *testing.B) {
 				s := natstest.RunServer(b)
 				_, js := natstest.JetStream(b, s)
 				ctx := context.Background()
@@ -117,7 +127,11 @@ func BenchmarkMemberLanes(b *testing.B) {
 					mu.Unlock()
 				}
 				b.ResetTimer()
-				m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", h, cg.JoinOptions{Concurrency: conc})
+				opts := cg.JoinOptions{Concurrency: conc}
+				if lanes.hash {
+					opts = cg.WithHashLanes(opts)
+				}
+				m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", h, opts)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -237,7 +237,7 @@ func (m *Member) laneKeyFunc() func(raw *nats.Msg, seq uint64) string {
 	case OrderPartition:
 		keyOf = nil
 	}
-	return func(raw *nats.Msg, _ uint64) string {
+	key := func(raw *nats.Msg, _ uint64) string {
 		subject, p := StripPartition(raw.Subject)
 		if keyOf != nil {
 			if k, ok := keyOf(subject); ok {
@@ -246,6 +246,13 @@ func (m *Member) laneKeyFunc() func(raw *nats.Msg, seq uint64) string {
 		}
 		return "p" + strconv.Itoa(p)
 	}
+	if m.opts.hashLanes {
+		n := uint32(m.opts.Concurrency)
+		return func(raw *nats.Msg, seq uint64) string {
+			return "h" + strconv.FormatUint(uint64(Hash(key(raw, seq))%n), 10)
+		}
+	}
+	return key
 }
 
 // laneStage is the concurrent delivery stage (see the top of the file).

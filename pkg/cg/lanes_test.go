@@ -66,6 +66,14 @@ func publishKeyedFrom(t testing.TB, js jetstream.JetStream, keys []string, n int
 		if _, err := js.PublishMsgAsync(msg); err != nil {
 			t.Fatal(err)
 		}
+		if i%1000 == 999 {
+			// Below the client's cap of outstanding async publishes.
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				t.Fatal("publish did not complete")
+			}
+		}
 	}
 	select {
 	case <-js.PublishAsyncComplete():

@@ -142,6 +142,9 @@ type JoinOptions struct {
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).
 	stage func(deliverySink) delivery
+	// hashLanes (benchmarks) folds keys onto Concurrency fixed lanes by
+	// hash instead of one queue per key, to measure the alternative.
+	hashLanes bool
 }
 
 func (o JoinOptions) withDefaults() (JoinOptions, error) {
