@@ -193,8 +193,14 @@ func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, bool) {
 		_ = nc.Publish(subj, []byte("-NAK"))
 	}
 	_ = nc.FlushWithContext(ctx)
-	if cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); err != nil {
-		return 0, false
+	// The server queues acks for the consumer's own goroutine: by the
+	// second answer of two in a row it has all but surely taken them in.
+	var after uint64
+	for range 2 {
+		if cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); err != nil {
+			return 0, false
+		}
+		after = cons.CachedInfo().Delivered.Consumer
 	}
-	return cons.CachedInfo().Delivered.Consumer, true
+	return after, true
 }
