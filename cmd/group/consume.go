@@ -31,6 +31,10 @@ type ConsumeOptions struct {
 	Count                 int
 	Verify                bool
 	ReferenceCompatible   bool
+	// Concurrency and Order: handler calls at once and what they keep in
+	// order (--concurrency, --order).
+	Concurrency int
+	Order       string
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -48,6 +52,9 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
+			if err := opts.checkLanes(cmd.Flags().Changed("max-ack-pending")); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -63,10 +70,30 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	}
 	cmdutil.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still there, to replace a dead, frozen or cut-off one at once instead of after the pinned TTL; the pinned instance fences itself on a matching threshold, so instances of one member should agree (0s: off)")
 	cmdutil.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
+	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 1, 1, "8", "handler calls at once; above 1, messages of one key (see --order) are still handled in order, different keys at once, and max ack pending defaults to 4x this")
+	fs.StringVar(&opts.Order, "order", string(cg.OrderKey), "with --concurrency above 1, what stays in order: key (messages of one partitioning key), partition (one lane per partition) or none (key affinity only, no order)")
 	cmdutil.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	return cmd
+}
+
+// checkLanes refuses a bad --order, and an explicit --max-ack-pending
+// below --concurrency; without one, a concurrent instance lets cg choose
+// (JoinOptions.MaxAckPending 0).
+func (o *ConsumeOptions) checkLanes(mapSet bool) error {
+	if _, err := cg.ParseOrder(o.Order); err != nil {
+		return cmdutil.UsageErrorf("invalid argument %q for \"--order\" flag: use key, partition or none", o.Order)
+	}
+	if o.Concurrency > 1 {
+		if mapSet && o.MaxAckPending < o.Concurrency {
+			return cmdutil.UsageErrorf("--max-ack-pending %d is below --concurrency %d: raise it to %d or more, or leave it out", o.MaxAckPending, o.Concurrency, o.Concurrency)
+		}
+		if !mapSet {
+			o.MaxAckPending = 0
+		}
+	}
+	return nil
 }
 
 // inactive maps the flag (0: keep forever) onto JoinOptions (negative:
@@ -305,7 +332,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	start := time.Now()
 	m, err := o.Kind.Join(c, runCtx, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
 		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
-		ReferenceCompatible: o.ReferenceCompatible,
+		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
 	})
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)

@@ -1,6 +1,10 @@
 package cg
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -34,11 +38,24 @@ type deliverySink interface {
 	// in-progress ack), for a stage that holds messages queued for longer
 	// than the ack wait. It refuses, like an ack, under a doubtful pin.
 	keepAlive(raw *nats.Msg) error
+	// handBackOrphans, asked by a concurrent stage when it is first
+	// delivered to under a pin (raw is that first message), naks every
+	// message the previous pinned instance may have left unacked (stream
+	// sequences between the ack floor and raw's; the server ignores a nak
+	// of one already acked), so they are redelivered at once and ahead of
+	// anything new, instead of after the ack wait behind later messages
+	// of their keys. It returns the consumer sequence the consumer had
+	// delivered up to once the naks were sent: a message delivered new
+	// after it was delivered after every redelivery they caused. ok is
+	// false when nothing was left to hand back.
+	handBackOrphans(raw *nats.Msg) (after uint64, ok bool)
 }
 
 // delivery is a stage. The runtime calls it from one goroutine (the
 // binding's handler loop), in this order: accept any number of times,
-// then handBack once, then wait once. The contract:
+// then handBack once, then accept again for messages still on their way
+// (each must be handed back, behind what the stage holds of its key),
+// then wait once. The contract:
 //
 //   - accept takes the next pulled message, in delivery order. It may
 //     hand it to user code before returning (serial) or queue it and
@@ -62,10 +79,14 @@ type delivery interface {
 }
 
 // newDelivery makes the stage for a binding: JoinOptions.stage when a test
-// sets one, else the serial stage.
+// sets one, the lane stage (lanes.go) with Concurrency above 1, else the
+// serial stage.
 func (m *Member) newDelivery(sink deliverySink) delivery {
 	if m.opts.stage != nil {
 		return m.opts.stage(sink)
+	}
+	if m.opts.Concurrency > 1 {
+		return m.newLaneStage(sink)
 	}
 	return newSerialDelivery(sink)
 }
@@ -140,3 +161,46 @@ func (s bindingSink) acked(raw *nats.Msg) bool {
 }
 
 func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgress() }
+
+// maxOrphanNaks bounds the naks handBackOrphans sends.
+const maxOrphanNaks = 20000
+
+func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, bool) {
+	m := s.m
+	md, err := raw.Metadata()
+	if err != nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return 0, false
+	}
+	ci := cons.CachedInfo()
+	upto := md.Sequence.Stream
+	if md.NumDelivered > 1 {
+		upto = ci.Delivered.Stream + 1
+	}
+	from := ci.AckFloor.Stream + 1
+	if ci.NumAckPending <= 1 || from >= upto {
+		return 0, false
+	}
+	from = max(from, upto-min(upto, maxOrphanNaks))
+	nc := m.c.Conn()
+	for seq := from; seq < upto; seq++ {
+		subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
+		_ = nc.Publish(subj, []byte("-NAK"))
+	}
+	_ = nc.FlushWithContext(ctx)
+	// The server queues acks for the consumer's own goroutine: by the
+	// second answer of two in a row it has all but surely taken them in.
+	var after uint64
+	for range 2 {
+		if cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); err != nil {
+			return 0, false
+		}
+		after = cons.CachedInfo().Delivered.Consumer
+	}
+	return after, true
+}

@@ -67,3 +67,11 @@ func itoa(n uint64) string {
 	}
 	return string(b)
 }
+
+// WithHashLanes makes a concurrent member fold its keys onto Concurrency
+// fixed lanes by hash (the alternative to one queue per key), for the
+// benchmark that compares them.
+func WithHashLanes(o JoinOptions) JoinOptions {
+	o.hashLanes = true
+	return o
+}

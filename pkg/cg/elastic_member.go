@@ -58,6 +58,9 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		return nil, err
 	}
 	es.elastic = cfg
+	if err := m.prepareLanes(ctx, &cfg); err != nil {
+		return nil, err
+	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	kv, err := c.bucket(ctx, ElasticBucket)
 	if err != nil {
@@ -205,6 +208,10 @@ func (m *elasticStrategy) reconcile() time.Duration {
 	}
 	switch {
 	case err == nil && compatible(cons.CachedInfo().Config, want):
+		if err := m.ackPendingProblem(cons.CachedInfo().Config); err != nil {
+			m.setWaiting(err.Error())
+			return time.Second
+		}
 		return m.attachElastic(want, parts)
 	case err == nil:
 		// Our consumer with stale partitions: whoever is pinned deletes it

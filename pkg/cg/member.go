@@ -124,6 +124,17 @@ type JoinOptions struct {
 	// also runs reference instances. Consumers that exist already are
 	// joined as they are when they are the member's own.
 	ReferenceCompatible bool
+	// Concurrency is how many handler calls an instance runs at once
+	// (lanes.go). 0 and 1 hand messages over one at a time, exactly as
+	// before. Above 1, messages of one key (Order) are still handled
+	// strictly in delivery order, different keys at once; a consumer cg
+	// creates gets a max ack pending of 4×Concurrency unless MaxAckPending
+	// is set, which must then be at least Concurrency, and an existing
+	// member consumer with a lower max ack pending is refused.
+	Concurrency int
+	// Order is what a concurrent instance keeps in order: OrderKey (the
+	// default), OrderPartition or OrderNone.
+	Order Order
 	// OnEvent receives state changes. It is called from the instance's
 	// goroutines and must not block for long.
 	OnEvent func(Event)
@@ -131,6 +142,9 @@ type JoinOptions struct {
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).
 	stage func(deliverySink) delivery
+	// hashLanes (benchmarks) folds keys onto Concurrency fixed lanes by
+	// hash instead of one queue per key, to measure the alternative.
+	hashLanes bool
 }
 
 func (o JoinOptions) withDefaults() (JoinOptions, error) {
@@ -139,6 +153,10 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	}
 	if o.AckWait == 0 {
 		o.AckWait = DefaultAckWait
+	}
+	o, err := o.lanesDefaults()
+	if err != nil {
+		return o, err
 	}
 	if o.MaxAckPending == 0 {
 		o.MaxAckPending = DefaultMaxAckPending
@@ -231,6 +249,10 @@ type Member struct {
 	stopCause  EventCause
 	once       sync.Once
 	done       chan struct{}
+
+	// keyOf reads the partitioning key off a delivered subject, for a
+	// concurrent instance's lanes (lanes.go).
+	keyOf func(subject string) (string, bool)
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -305,6 +327,9 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		return nil, err
 	}
 	st.static = cfg
+	if err := m.prepareLanes(ctx, nil); err != nil {
+		return nil, err
+	}
 	m.partitions = cfg.Assignment().MemberPartitions(member)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 
@@ -424,6 +449,9 @@ func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error
 		if ok, why := MemberConsumerOwned(ci.Config, "static", m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
 			return notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("static group %q on %q (member %q)", m.group, m.stream, m.member), why, "stop what uses it and remove it, or rename the group or member")
 		}
+		if err := m.ackPendingProblem(ci.Config); err != nil {
+			return err
+		}
 		if !compatible(ci.Config, filters) {
 			if ci.NumWaiting > 0 {
 				// Live instances use it (another implementation's, or of a
@@ -490,7 +518,9 @@ func (m *Member) handleLoop(b *binding) {
 			for {
 				select {
 				case raw := <-b.work:
-					_ = raw.Nak()
+					// The stage hands it back (the serial one naks
+					// it at once), behind what it holds of its key.
+					stage.accept(raw)
 				default:
 					stage.wait()
 					return

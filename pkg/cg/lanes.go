@@ -1,0 +1,594 @@
+package cg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The lane stage (JoinOptions.Concurrency above 1) hands messages to up to
+// Concurrency handler calls at once while keeping, per key, the order the
+// server delivered them in. It is a per-key queue with a pool of workers:
+// each key has its own FIFO (kept in stream-sequence order, so a
+// redelivery goes back in front of the key's later messages); a key with
+// work and no call in flight is "ready"; Concurrency workers take ready
+// keys in the order they became ready and run one message of each. A key
+// whose message ended unacked (nak, a nak with delay, a term, left to the
+// ack wait, or refused by fencing) is held: its later messages wait until
+// the redelivery of that message has been handled and acked, or until the
+// hold runs out (ack wait + holdMargin: the redelivery went elsewhere,
+// e.g. to another instance after a pin change, or never comes after a
+// term). Other keys go on.
+
+// Order says what a concurrent member (JoinOptions.Concurrency > 1) keeps
+// in order.
+type Order string
+
+const (
+	// OrderKey (the default): messages of one partitioning key (the subject
+	// tokens the group hashes, not the whole subject) are handled one at a
+	// time, in delivery order; different keys at once.
+	OrderKey Order = "key"
+	// OrderPartition: one lane per partition, in delivery order.
+	OrderPartition Order = "partition"
+	// OrderNone: no ordering inside the member, only key affinity (each
+	// key still goes to one member): for warm caches.
+	OrderNone Order = "none"
+)
+
+// ParseOrder reads an order as the command line spells it ("" is OrderKey).
+func ParseOrder(s string) (Order, error) {
+	switch o := Order(s); o {
+	case "", OrderKey:
+		return OrderKey, nil
+	case OrderPartition, OrderNone:
+		return o, nil
+	}
+	return "", fmt.Errorf("order %q: use key, partition or none", s)
+}
+
+// laneAckPendingFactor sets the max ack pending of a consumer cg creates for
+// a concurrent member when none is given: Concurrency × this. The server
+// never has more unacked messages out than that, so it bounds what the
+// stage queues; 4× keeps every lane fed when keys repeat (bench_test.go).
+const laneAckPendingFactor = 4
+
+// holdMargin is added to the ack wait to bound how long a key waits for the
+// redelivery of its unacked message.
+const holdMargin = time.Second
+
+// lanesDefaults applies the concurrency rules to o (withDefaults).
+func (o JoinOptions) lanesDefaults() (JoinOptions, error) {
+	if o.Concurrency < 0 {
+		return o, fmt.Errorf("concurrency %d: use 1 or more", o.Concurrency)
+	}
+	ord, err := ParseOrder(string(o.Order))
+	if err != nil {
+		return o, err
+	}
+	o.Order = ord
+	if o.Concurrency <= 1 {
+		return o, nil
+	}
+	if o.MaxAckPending == 0 {
+		o.MaxAckPending = o.Concurrency * laneAckPendingFactor
+	} else if o.MaxAckPending < o.Concurrency {
+		return o, fmt.Errorf("max ack pending %d is below concurrency %d: at most %d messages could be handled at once; raise max ack pending to %d or more, or leave it unset (cg then uses %d)",
+			o.MaxAckPending, o.Concurrency, o.MaxAckPending, o.Concurrency, o.Concurrency*laneAckPendingFactor)
+	}
+	return o, nil
+}
+
+// ackPendingProblem refuses to join an existing member consumer whose max
+// ack pending would make a concurrent instance silently serial.
+func (m *Member) ackPendingProblem(cc jetstream.ConsumerConfig) error {
+	if m.opts.Concurrency <= 1 || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Concurrency {
+		return nil
+	}
+	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance runs with concurrency %d, which would run at most %d at once; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or join with concurrency %d",
+		ErrConsumerConflict, m.consumer, m.cstream, cc.MaxAckPending, m.opts.Concurrency, cc.MaxAckPending, m.opts.MaxAckPending, max(cc.MaxAckPending, 1))
+}
+
+// prepareLanes works out, for a concurrent member, how to read the
+// partitioning key off a delivered subject: a static group's from its
+// stream's partition transform, an elastic group's from its partitioning
+// filters (the work stream keeps the original subject behind the
+// partition token).
+func (m *Member) prepareLanes(ctx context.Context, elastic *ElasticConfig) error {
+	if m.opts.Concurrency <= 1 {
+		return nil
+	}
+	if elastic != nil {
+		m.keyOf = elasticKeyOf(elastic.PartitioningFilters)
+		// Refuse at once what the controller would only wait on.
+		if cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer); err == nil {
+			return m.ackPendingProblem(cons.CachedInfo().Config)
+		}
+		return nil
+	}
+	si, err := m.c.streamInfo(ctx, m.stream)
+	if err != nil {
+		return err
+	}
+	pt, err := StreamPartitioning(si)
+	if err != nil {
+		return err
+	}
+	m.keyOf = staticKeyOf(pt)
+	return nil
+}
+
+// elasticKeyOf reads the key with the first partitioning filter the subject
+// matches; "" when none does (the stage then orders it by partition).
+func elasticKeyOf(filters []PartitioningFilter) func(string) (string, bool) {
+	filters = slices.Clone(filters)
+	return func(subject string) (string, bool) {
+		if len(filters) == 0 {
+			return subject, true
+		}
+		for _, pf := range filters {
+			f := pf.Filter
+			if f == "" {
+				f = ">"
+			}
+			if toks, err := PartitionKeyTokens(subject, f, pf.PartitioningWildcards); err == nil {
+				return strings.Join(toks, ""), true
+			}
+		}
+		return "", false
+	}
+}
+
+// staticKeyOf reads the key off a stored subject (partition token
+// stripped) of a stream transformed by pt: the tokens at the destination's
+// {{wildcard(w)}} for each hashed wildcard w. When the destination does not
+// carry them all (or, with none listed, does not reproduce the source
+// subject), the key cannot be read and the stage orders by partition,
+// which every key's messages share.
+func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
+	rest := ""
+	if i := strings.Index(pt.Destination, "}}"); i >= 0 {
+		rest = strings.TrimPrefix(pt.Destination[i+2:], ".")
+	}
+	dtoks := strings.Split(rest, ".")
+	if rest == "" {
+		dtoks = nil
+	}
+	at := map[int]int{} // wildcard index -> destination token position
+	for i, t := range dtoks {
+		if w, ok := wildcardRef(t); ok {
+			at[w] = i
+		}
+	}
+	if len(pt.Wildcards) == 0 {
+		// The whole source subject is hashed: readable only when the
+		// destination writes the source back as it was.
+		stoks := strings.Split(pt.Source, ".")
+		same := len(stoks) == len(dtoks)
+		k := 0
+		for i := 0; same && i < len(stoks); i++ {
+			switch stoks[i] {
+			case "*":
+				k++
+				w, ok := wildcardRef(dtoks[i])
+				same = ok && w == k
+			default:
+				same = stoks[i] == dtoks[i]
+			}
+		}
+		return func(subject string) (string, bool) {
+			if !same {
+				return "", false
+			}
+			return subject, true
+		}
+	}
+	pos := make([]int, 0, len(pt.Wildcards))
+	for _, w := range pt.Wildcards {
+		i, ok := at[w]
+		if !ok {
+			return func(string) (string, bool) { return "", false }
+		}
+		pos = append(pos, i)
+	}
+	return func(subject string) (string, bool) {
+		toks := strings.Split(subject, ".")
+		var b strings.Builder
+		for _, i := range pos {
+			if i >= len(toks) {
+				return "", false
+			}
+			b.WriteString(toks[i])
+		}
+		return b.String(), true
+	}
+}
+
+// wildcardRef reads a {{wildcard(n)}} token (any case and spacing).
+func wildcardRef(t string) (int, bool) {
+	t = strings.TrimSpace(t)
+	if !strings.HasPrefix(t, "{{") || !strings.HasSuffix(t, "}}") {
+		return 0, false
+	}
+	in := strings.TrimSpace(t[2 : len(t)-2])
+	open := strings.IndexByte(in, '(')
+	if open < 0 || !strings.HasSuffix(in, ")") || !strings.EqualFold(strings.TrimSpace(in[:open]), "wildcard") {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(in[open+1 : len(in)-1]))
+	return n, err == nil
+}
+
+// laneKeyFunc is the stage's key of a delivered message for the member's
+// order: a key for OrderKey, its partition for OrderPartition, the message
+// itself for OrderNone.
+func (m *Member) laneKeyFunc() func(raw *nats.Msg, seq uint64) string {
+	keyOf := m.keyOf
+	switch m.opts.Order {
+	case OrderNone:
+		return func(_ *nats.Msg, seq uint64) string { return "#" + strconv.FormatUint(seq, 10) }
+	case OrderPartition:
+		keyOf = nil
+	}
+	key := func(raw *nats.Msg, _ uint64) string {
+		subject, p := StripPartition(raw.Subject)
+		if keyOf != nil {
+			if k, ok := keyOf(subject); ok {
+				return "k" + k
+			}
+		}
+		return "p" + strconv.Itoa(p)
+	}
+	if m.opts.hashLanes {
+		n := uint32(m.opts.Concurrency)
+		return func(raw *nats.Msg, seq uint64) string {
+			return "h" + strconv.FormatUint(uint64(Hash(key(raw, seq))%n), 10)
+		}
+	}
+	return key
+}
+
+// laneStage is the concurrent delivery stage (see the top of the file).
+type laneStage struct {
+	sink      deliverySink
+	keyOf     func(raw *nats.Msg, seq uint64) string
+	hold      bool          // hold a key after an unacked message
+	holdFor   time.Duration // how long at most
+	keepEvery time.Duration // in-progress ack period of queued messages
+
+	mu          sync.Mutex
+	cond        *sync.Cond
+	keys        map[string]*laneKey
+	ready       []*laneKey // keys that can run, in the order they became ready
+	queued      int
+	busy        int                 // calls in flight (admit + handler)
+	open        map[uint64]struct{} // handled, ended unacked, not handled again since
+	handingBack bool
+	closed      bool
+	// pin is the pin id the stage was last delivered under; on a new one
+	// it hands back what the previous pinned instance left unacked and
+	// holds every key (barrier) until a message delivered new after that
+	// (consumer sequence above barrierAfter) shows the redeliveries are
+	// all in, or nothing came for barrierIdle, or the hold bound passed.
+	pin          string
+	barrier      bool
+	barrierAfter uint64
+	barrierTill  time.Time
+	lastAccept   time.Time
+	workers      sync.WaitGroup
+	stopKeep     chan struct{}
+	keepDone     chan struct{}
+}
+
+type laneKey struct {
+	key      string
+	msgs     []*laneMsg // in stream-sequence order
+	running  bool
+	inReady  bool
+	held     uint64 // the stream sequence the key waits for; 0: none
+	heldTill time.Time
+}
+
+type laneMsg struct {
+	raw  *nats.Msg
+	seq  uint64
+	kept time.Time // accepted or last kept alive
+}
+
+func (m *Member) newLaneStage(sink deliverySink) *laneStage {
+	s := &laneStage{
+		sink:      sink,
+		keyOf:     m.laneKeyFunc(),
+		hold:      m.opts.Order != OrderNone,
+		holdFor:   m.opts.AckWait + holdMargin,
+		keepEvery: max(m.opts.AckWait/2, 10*time.Millisecond),
+		keys:      map[string]*laneKey{},
+		open:      map[uint64]struct{}{},
+		stopKeep:  make(chan struct{}),
+		keepDone:  make(chan struct{}),
+	}
+	s.cond = sync.NewCond(&s.mu)
+	s.workers.Add(m.opts.Concurrency)
+	for range m.opts.Concurrency {
+		go s.work()
+	}
+	go s.keepAlive()
+	return s
+}
+
+func streamSeq(raw *nats.Msg) uint64 {
+	if md, err := raw.Metadata(); err == nil {
+		return md.Sequence.Stream
+	}
+	return 0
+}
+
+// canRun: the key has a message to hand over, none in flight, and is not
+// waiting for a redelivery (or its front message is that redelivery).
+func (s *laneStage) canRun(k *laneKey) bool {
+	return !s.barrier && k.canRun()
+}
+
+func (k *laneKey) canRun() bool {
+	return !k.running && len(k.msgs) > 0 && (k.held == 0 || k.msgs[0].seq <= k.held)
+}
+
+func (s *laneStage) markReady(k *laneKey) {
+	if !k.inReady && s.canRun(k) {
+		k.inReady = true
+		s.ready = append(s.ready, k)
+		s.cond.Signal()
+	}
+}
+
+func (s *laneStage) forget(k *laneKey) {
+	if !k.running && !k.inReady && len(k.msgs) == 0 && k.held == 0 {
+		delete(s.keys, k.key)
+	}
+}
+
+func (s *laneStage) accept(raw *nats.Msg) {
+	seq := streamSeq(raw)
+	key := s.keyOf(raw, seq)
+	if pid := raw.Header.Get("Nats-Pin-Id"); pid != "" && pid != s.pin {
+		s.newPin(pid, raw)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastAccept = time.Now()
+	if s.barrier {
+		if md, err := raw.Metadata(); err == nil && md.NumDelivered == 1 && md.Sequence.Consumer > s.barrierAfter {
+			s.liftBarrier()
+		}
+	}
+	k := s.keys[key]
+	if s.handingBack && (k == nil || !k.running) {
+		// After the hand back began: straight back, behind anything of
+		// its key handed back already. (A key with a call in flight has
+		// its queue handed back when the call returns.)
+		_ = raw.Nak()
+		return
+	}
+	if k == nil {
+		k = &laneKey{key: key}
+		s.keys[key] = k
+	}
+	i, found := slices.BinarySearchFunc(k.msgs, seq, func(q *laneMsg, seq uint64) int {
+		return cmpSeq(q.seq, seq)
+	})
+	if found && seq != 0 {
+		// Redelivered while it waited (its in-progress ack came late):
+		// keep the newer delivery, once.
+		k.msgs[i].raw, k.msgs[i].kept = raw, time.Now()
+		return
+	}
+	k.msgs = slices.Insert(k.msgs, i, &laneMsg{raw: raw, seq: seq, kept: time.Now()})
+	s.queued++
+	s.markReady(k)
+}
+
+// barrierIdle is how long a new pin's barrier waits for another message
+// before it takes the redeliveries it caused to be all in.
+const barrierIdle = 300 * time.Millisecond
+
+// newPin: first delivered to under pin (only the accept goroutine calls
+// it, and only it writes s.pin).
+func (s *laneStage) newPin(pin string, first *nats.Msg) {
+	s.pin = pin
+	after, ok := s.sink.handBackOrphans(first)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.barrier, s.barrierAfter = true, after
+	s.barrierTill = time.Now().Add(s.holdFor)
+	s.lastAccept = time.Now()
+	s.mu.Unlock()
+}
+
+// liftBarrier lets every key run again. Under s.mu.
+func (s *laneStage) liftBarrier() {
+	s.barrier = false
+	for _, k := range s.keys {
+		s.markReady(k)
+	}
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// work is one worker: it takes a ready key, hands its next message to user
+// code, and settles the key's state by how the call ended.
+func (s *laneStage) work() {
+	defer s.workers.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		for !s.closed && (s.handingBack || len(s.ready) == 0) {
+			s.cond.Wait()
+		}
+		if s.closed {
+			return
+		}
+		k := s.ready[0]
+		s.ready[0] = nil
+		s.ready = s.ready[1:]
+		k.inReady = false
+		if !s.canRun(k) {
+			s.forget(k)
+			continue
+		}
+		lm := k.msgs[0]
+		k.msgs[0] = nil
+		k.msgs = k.msgs[1:]
+		s.queued--
+		k.running = true
+		s.busy++
+		s.mu.Unlock()
+		handled, acked := false, false
+		if s.sink.admit(lm.raw) {
+			s.sink.handle(lm.raw)
+			handled, acked = true, s.sink.acked(lm.raw)
+		}
+		s.mu.Lock()
+		s.busy--
+		k.running = false
+		if handled {
+			if acked {
+				delete(s.open, lm.seq)
+				if k.held == lm.seq {
+					k.held = 0
+				}
+			} else {
+				s.open[lm.seq] = struct{}{}
+				if s.hold && lm.seq != 0 {
+					k.held, k.heldTill = lm.seq, time.Now().Add(s.holdFor)
+				}
+			}
+		}
+		if s.handingBack {
+			// The hand back waited for this call: the key's queue goes
+			// back now, behind the message just handled.
+			s.nakAll(k)
+		} else {
+			s.markReady(k)
+		}
+		s.forget(k)
+		s.cond.Broadcast()
+	}
+}
+
+// nakAll hands back every queued message of k, in order. Under s.mu.
+func (s *laneStage) nakAll(k *laneKey) {
+	for _, q := range k.msgs {
+		_ = q.raw.Nak()
+	}
+	s.queued -= len(k.msgs)
+	k.msgs = nil
+	k.held = 0
+}
+
+// keepAlive sends an in-progress ack for every message that has waited
+// in a queue for keepEvery, so that the server does not redeliver it
+// behind the member's back, and lets go of holds that ran out.
+func (s *laneStage) keepAlive() {
+	defer close(s.keepDone)
+	t := time.NewTicker(max(s.keepEvery/4, 5*time.Millisecond))
+	defer t.Stop()
+	var due []*nats.Msg
+	for {
+		select {
+		case <-s.stopKeep:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		due = due[:0]
+		s.mu.Lock()
+		if s.handingBack {
+			s.mu.Unlock()
+			continue
+		}
+		if s.barrier && (now.Sub(s.lastAccept) >= barrierIdle || now.After(s.barrierTill)) {
+			s.liftBarrier()
+		}
+		for _, k := range s.keys {
+			if k.held != 0 && now.After(k.heldTill) {
+				k.held = 0
+				s.markReady(k)
+			}
+			for _, q := range k.msgs {
+				if now.Sub(q.kept) >= s.keepEvery {
+					q.kept = now
+					due = append(due, q.raw)
+				}
+			}
+			s.forget(k)
+		}
+		s.mu.Unlock()
+		for _, raw := range due {
+			_ = s.sink.keepAlive(raw)
+		}
+	}
+}
+
+// handBack naks, in stream-sequence order, everything queued of keys with
+// no call in flight; a key with one in flight is handed back when that
+// call returns, so that its messages reach the next instance behind it.
+func (s *laneStage) handBack() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handingBack = true
+	var back []*laneMsg
+	for _, k := range s.keys {
+		if k.running {
+			continue
+		}
+		back = append(back, k.msgs...)
+		s.queued -= len(k.msgs)
+		k.msgs = nil
+		k.held = 0
+		k.inReady = false
+		s.forget(k)
+	}
+	s.ready = nil
+	slices.SortFunc(back, func(a, b *laneMsg) int { return cmpSeq(a.seq, b.seq) })
+	for _, q := range back {
+		_ = q.raw.Nak()
+	}
+	s.cond.Broadcast()
+}
+
+// wait returns once no call is in flight (and the queues of keys that had
+// one are handed back). It reports true when every message user code was
+// given was acked, or its redelivery was handled again and acked: with
+// many lanes "the last message" is each key's last, and a stop loses
+// nothing when none of them was left unacked.
+func (s *laneStage) wait() bool {
+	s.mu.Lock()
+	for s.busy > 0 {
+		s.cond.Wait()
+	}
+	s.closed = true
+	s.cond.Broadcast()
+	ok := len(s.open) == 0
+	s.mu.Unlock()
+	s.workers.Wait()
+	close(s.stopKeep)
+	<-s.keepDone
+	return ok
+}

@@ -1,0 +1,39 @@
+package cg
+
+import "testing"
+
+// The key a lane orders by is what the partition transform hashes, read
+// back off the stored subject, never the whole subject.
+func TestLaneKeyOfStoredSubject(t *testing.T) {
+	for _, tc := range []struct {
+		src, dst, subject, want string
+		ok                      bool
+	}{
+		{"orders.*.*", "{{partition(8,1)}}.orders.{{wildcard(1)}}.{{wildcard(2)}}", "orders.k1.created", "k1", true},
+		{"orders.*.*", "{{partition(8,1)}}.orders.{{wildcard(1)}}.{{wildcard(2)}}", "orders.k1.paid", "k1", true},
+		{"orders.*.*", "{{partition(8,2,1)}}.x.{{wildcard(2)}}.{{ Wildcard( 1 ) }}", "x.b.a", "ba", true},
+		{"orders.*", "{{partition(8)}}.orders.{{wildcard(1)}}", "orders.k1", "orders.k1", true},
+		// The destination drops the hashed token: order by partition.
+		{"orders.*.*", "{{partition(8,1)}}.orders.{{wildcard(2)}}", "orders.created", "", false},
+		// The whole subject is hashed but not written back as it was.
+		{"orders.*", "{{partition(8)}}.o.{{wildcard(1)}}", "o.k1", "", false},
+	} {
+		pt, ok, err := ParsePartitionTransform(tc.src, tc.dst)
+		if !ok || err != nil {
+			t.Fatalf("%s: %v %v", tc.dst, ok, err)
+		}
+		got, ok := staticKeyOf(pt)(tc.subject)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s %s: key %q %v, want %q %v", tc.dst, tc.subject, got, ok, tc.want, tc.ok)
+		}
+	}
+	el := elasticKeyOf([]PartitioningFilter{{Filter: "orders.*.*", PartitioningWildcards: []int{1}}, {Filter: "audit.>"}})
+	for subject, want := range map[string]string{"orders.k1.created": "k1", "orders.k1.paid": "k1", "audit.a.b": "audit.a.b"} {
+		if got, ok := el(subject); !ok || got != want {
+			t.Errorf("elastic %s: %q %v, want %q", subject, got, ok, want)
+		}
+	}
+	if _, ok := el("other.x"); ok {
+		t.Error("elastic: a subject no filter matches got a key")
+	}
+}
