@@ -15,7 +15,9 @@ import (
 
 // The engine is a library: it imports nothing of the CLI (cobra, color,
 // the commands, the CLI plumbing), its pure partition leaf imports no
-// NATS, and its health leaf imports no NATS and nothing of cg but partition. Checked from the source with go/parser, so it costs milliseconds.
+// NATS, and its health leaf imports no NATS and nothing of cg but
+// partition. Checked from the source with go/parser, so it costs
+// milliseconds.
 var forbiddenInPkg = []string{
 	"github.com/spf13/cobra",
 	"github.com/spf13/pflag",
