@@ -11,7 +11,8 @@ import (
 // fill these in (reading the server); the watch sampler and the check read
 // them. They are plain data, so an embedder can build one to test against.
 
-// GroupConfig is what static and elastic configurations share.
+// GroupConfig is what static and elastic configurations share (cg.StaticConfig
+// and cg.ElasticConfig implement it).
 type GroupConfig interface {
 	// PartitionCount is N, the fixed number of partitions.
 	PartitionCount() int
@@ -57,7 +58,7 @@ type MemberStatus struct {
 	DeliveredConsumerSeq uint64 `json:"delivered_consumer_seq"`
 	AckFloorConsumerSeq  uint64 `json:"ack_floor_consumer_seq"`
 	// Lag is what the member has not acked yet and how old the oldest of
-	// it is (see lag.go); nil when unknown: no consumer, and its
+	// it is (see cg's lag.go); nil when unknown: no consumer, and its
 	// partitions' lag was not read.
 	Lag *Lag `json:"lag,omitempty"`
 	// Unusable says why the member can never have a consumer (a name
@@ -115,8 +116,8 @@ type PartitionLag struct {
 	Partition int `json:"partition"`
 	// Owner is the member owning the partition, "" when none does.
 	Owner string `json:"owner,omitempty"`
-	// FromSeq is the first stream sequence counted (see the package notes
-	// on lag): just after the owner's ack floor, or the stream's start.
+	// FromSeq is the first stream sequence counted (see the notes on lag in
+	// cg's lag.go): just after the owner's ack floor, or the stream's start.
 	FromSeq uint64 `json:"from_seq"`
 	// Known is false when the partition could not be read in time (see
 	// GroupInfo.LagError); its counts are then zero, not measured.
