@@ -606,7 +606,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	if err != nil {
 		return gi, err
 	}
-	gi.fillConfig(cfg)
+	fillConfig(&gi, cfg)
 	ws, err := c.js.Stream(ctx, gi.WorkStream)
 	if err != nil {
 		if badServerName(err) {

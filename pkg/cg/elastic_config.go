@@ -8,24 +8,6 @@ import (
 	"strings"
 )
 
-// GroupConfig is what static and elastic configurations share.
-type GroupConfig interface {
-	// PartitionCount is N, the fixed number of partitions.
-	PartitionCount() int
-	// Assignment says which member owns each partition.
-	Assignment() Assignment
-	// MemberNames lists the configured members.
-	MemberNames() []string
-	// IsMember reports whether name is configured.
-	IsMember(name string) bool
-	// Mode is "balanced" (a member list) or "mapped".
-	Mode() string
-	// SubjectFilters are the filters inside each partition (">" when none).
-	SubjectFilters() []string
-	// MemberFilters are the consumer filter subjects of a member.
-	MemberFilters(member string) []string
-}
-
 var (
 	_ GroupConfig = StaticConfig{}
 	_ GroupConfig = ElasticConfig{}

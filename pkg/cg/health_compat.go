@@ -84,3 +84,61 @@ const (
 	CodeWorkStreamSettings       = health.CodeWorkStreamSettings
 	CodeStreamSubjectsUnstamped  = health.CodeStreamSubjectsUnstamped
 )
+
+// What a group looks like when observed, and the watch sampler, live in
+// package health too; these aliases keep them reachable as cg.X.
+
+// GroupConfig is health.GroupConfig: what static and elastic
+// configurations share (StaticConfig and ElasticConfig implement it).
+type GroupConfig = health.GroupConfig
+
+// GroupInfo is health.GroupInfo: a group's configuration and the state of
+// its members.
+type GroupInfo = health.GroupInfo
+
+// MemberStatus is health.MemberStatus: what the server shows of one member.
+type MemberStatus = health.MemberStatus
+
+// Lag is health.Lag: how far behind a member, or one partition, is.
+type Lag = health.Lag
+
+// PartitionLag is health.PartitionLag: the lag of one partition.
+type PartitionLag = health.PartitionLag
+
+// PartitionStatus is health.PartitionStatus: a partition's (or member's)
+// health in a live view.
+type PartitionStatus = health.PartitionStatus
+
+// The statuses, as in package health.
+const (
+	StatusOK      = health.StatusOK
+	StatusUnknown = health.StatusUnknown
+	StatusLagging = health.StatusLagging
+	StatusStalled = health.StatusStalled
+	StatusUnowned = health.StatusUnowned
+)
+
+// StatusWindow is health.StatusWindow: how many successive samples stalled
+// and lagging look at.
+const StatusWindow = health.StatusWindow
+
+// PinEvent is health.PinEvent: a pin or an unpin the server announced for
+// a member consumer.
+type PinEvent = health.PinEvent
+
+// Snapshot is health.Snapshot: one sample of a group in a live view.
+type Snapshot = health.Snapshot
+
+// MemberSnapshot is health.MemberSnapshot: one member in a snapshot.
+type MemberSnapshot = health.MemberSnapshot
+
+// PartitionSnapshot is health.PartitionSnapshot: one partition in a
+// snapshot.
+type PartitionSnapshot = health.PartitionSnapshot
+
+// Sampler is health.Sampler: it turns successive GroupInfos of one group
+// into Snapshots.
+type Sampler = health.Sampler
+
+// NewSampler returns a sampler with no history (health.NewSampler).
+func NewSampler() *Sampler { return health.NewSampler() }

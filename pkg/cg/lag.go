@@ -67,38 +67,6 @@ const numPendingHeader = "Nats-Num-Pending"
 // all. Partitions not read by then are marked unknown and GroupInfo.LagError
 // says why, rather than the info call hanging.
 
-// Lag is how far behind a member, or one partition, is.
-type Lag struct {
-	// Pending counts the messages not yet acked: not delivered yet, or
-	// delivered and awaiting an ack.
-	Pending uint64 `json:"pending"`
-	// OldestSeq and Oldest are the stream sequence and stored time of the
-	// oldest pending message, zero when nothing is pending or it could not
-	// be read.
-	OldestSeq uint64    `json:"oldest_seq,omitempty"`
-	Oldest    time.Time `json:"oldest,omitzero"`
-	// AgeSeconds is how long the oldest pending message had waited when
-	// the group was sampled (GroupInfo.SampledAt): the time lag.
-	AgeSeconds float64 `json:"age_seconds"`
-}
-
-// Age is AgeSeconds as a duration.
-func (l Lag) Age() time.Duration { return time.Duration(l.AgeSeconds * float64(time.Second)) }
-
-// PartitionLag is the lag of one partition.
-type PartitionLag struct {
-	Partition int `json:"partition"`
-	// Owner is the member owning the partition, "" when none does.
-	Owner string `json:"owner,omitempty"`
-	// FromSeq is the first stream sequence counted (see the package notes
-	// on lag): just after the owner's ack floor, or the stream's start.
-	FromSeq uint64 `json:"from_seq"`
-	// Known is false when the partition could not be read in time (see
-	// GroupInfo.LagError); its counts are then zero, not measured.
-	Known bool `json:"known"`
-	Lag
-}
-
 // How per-partition lag was read (GroupInfo.LagMethod).
 const (
 	LagDirectGet     = "direct_get"
@@ -375,8 +343,9 @@ func ageSeconds(now, t time.Time) float64 {
 	return math.Round(d.Seconds()*1000) / 1000
 }
 
-// addOldest keeps the older of l's oldest message and (seq, t).
-func (l *Lag) addOldest(seq uint64, t time.Time) {
+// addOldest keeps the older of l's oldest message and (seq, t). (A
+// function, not a method: Lag is health.Lag.)
+func addOldest(l *Lag, seq uint64, t time.Time) {
 	if seq != 0 && (l.OldestSeq == 0 || seq < l.OldestSeq) {
 		l.OldestSeq, l.Oldest = seq, t
 	}
@@ -408,7 +377,7 @@ func (c *Client) directLag(ctx context.Context, stream string, j partitionJob) (
 		seq, _ := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
 		ts, _ := time.Parse(time.RFC3339Nano, msg.Header.Get(jetstream.TimeStampHeaer))
 		l.Pending += np + 1
-		l.addOldest(seq, ts)
+		addOldest(&l, seq, ts)
 	}
 	return l, nil
 }
@@ -514,7 +483,7 @@ func (c *Client) oldestByGet(ctx context.Context, stream string, j partitionJob,
 			return fmt.Errorf("message get %s on %s: %s", f, stream, resp.Error.Description)
 		}
 		if resp.Message != nil {
-			l.addOldest(resp.Message.Seq, resp.Message.Time)
+			addOldest(l, resp.Message.Seq, resp.Message.Time)
 		}
 	}
 	return nil

@@ -14,8 +14,10 @@ import (
 )
 
 // The engine is a library: it imports nothing of the CLI (cobra, color,
-// the commands, the CLI plumbing), and its pure partition leaf imports no
-// NATS. Checked from the source with go/parser, so it costs milliseconds.
+// the commands, the CLI plumbing), its pure partition leaf imports no
+// NATS, and its health leaf imports no NATS and nothing of cg but
+// partition. Checked from the source with go/parser, so it costs
+// milliseconds.
 var forbiddenInPkg = []string{
 	"github.com/spf13/cobra",
 	"github.com/spf13/pflag",
@@ -56,6 +58,10 @@ func TestLayers(t *testing.T) {
 			}
 			if strings.HasPrefix(rel, "cg/partition/") && !isTest && strings.Contains(p, "nats") {
 				t.Errorf("pkg/%s imports %s: the partition package is pure and imports no NATS", rel, p)
+			}
+			if strings.HasPrefix(rel, "cg/health/") && !isTest && (strings.Contains(p, "nats") ||
+				(strings.HasPrefix(p, "github.com/cg-dev/cg/pkg/cg") && p != "github.com/cg-dev/cg/pkg/cg/partition")) {
+				t.Errorf("pkg/%s imports %s: the health package is a leaf (partition only, no NATS)", rel, p)
 			}
 		}
 		if isTest {

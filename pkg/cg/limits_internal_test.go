@@ -25,7 +25,7 @@ func infoAllocs(n int, withConsumers bool) float64 {
 	c := &Client{}
 	return testing.AllocsPerRun(2, func() {
 		gi := GroupInfo{Kind: "elastic"}
-		gi.fillConfig(cfg)
+		fillConfig(&gi, cfg)
 		l := newLayout(cfg)
 		for _, m := range cfg.MemberNames() {
 			gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), m, cis[m]))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -147,71 +146,9 @@ func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error
 	return c.listGroups(ctx, "static", stream)
 }
 
-// MemberStatus is what the server shows of one member.
-type MemberStatus struct {
-	Member     string `json:"member"`
-	Partitions []int  `json:"partitions"`
-	Consumer   string `json:"consumer"`
-	// ConsumerExists is false until an instance has joined once.
-	ConsumerExists bool `json:"consumer_exists"`
-	// Active: the consumer exists and has a waiting pull request.
-	Active bool `json:"active"`
-	// Pinned: the server has pinned an instance of this member.
-	Pinned      bool      `json:"pinned"`
-	PinID       string    `json:"pin_id,omitempty"`
-	PinnedSince time.Time `json:"pinned_since,omitzero"`
-	// Waiting is the number of waiting pull requests, about one per
-	// running instance; Standbys is that less the pinned one.
-	Waiting    int    `json:"waiting"`
-	Standbys   int    `json:"standbys"`
-	Pending    uint64 `json:"pending"`
-	AckPending int    `json:"ack_pending"`
-	// Delivered and AckFloor are consumer stream sequences.
-	Delivered uint64   `json:"delivered_stream_seq"`
-	AckFloor  uint64   `json:"ack_floor_stream_seq"`
-	Filters   []string `json:"filters"`
-	// DeliveredConsumerSeq and AckFloorConsumerSeq count deliveries
-	// (redeliveries too): their growth between samples is a rate.
-	DeliveredConsumerSeq uint64 `json:"delivered_consumer_seq"`
-	AckFloorConsumerSeq  uint64 `json:"ack_floor_consumer_seq"`
-	// Lag is what the member has not acked yet and how old the oldest of
-	// it is (see lag.go); nil when unknown: no consumer, and its
-	// partitions' lag was not read.
-	Lag *Lag `json:"lag,omitempty"`
-	// Unusable says why the member can never have a consumer (a name
-	// the server refuses, as a reference-made group may store), "" when
-	// it can.
-	Unusable string `json:"unusable,omitempty"`
-}
-
-// GroupInfo is a group's configuration and the state of its members.
-type GroupInfo struct {
-	Kind       string      `json:"kind"` // static or elastic
-	Stream     string      `json:"stream"`
-	Group      string      `json:"group"`
-	Config     GroupConfig `json:"config"` // StaticConfig or ElasticConfig
-	Partitions int         `json:"partitions"`
-	Mode       string      `json:"mode"` // balanced or mapped
-	Filters    []string    `json:"filters"`
-	// Owners[p] is the member owning partition p ("" when none does).
-	Owners  []string       `json:"owners"`
-	Members []MemberStatus `json:"members"`
-	// Elastic groups only: the work-queue stream, the messages waiting in
-	// it per partition, and how far its sourcing trails the origin.
-	WorkStream  string   `json:"work_stream,omitempty"`
-	Backlog     []uint64 `json:"backlog,omitempty"`
-	SourcingLag *uint64  `json:"sourcing_lag,omitempty"`
-	// PartitionLag is each partition's pending messages and the age of
-	// the oldest, read by LagMethod; LagError says which partitions could
-	// not be read and why. SampledAt is when the ages were measured.
-	PartitionLag []PartitionLag `json:"partition_lag,omitempty"`
-	LagMethod    string         `json:"lag_method,omitempty"`
-	LagError     string         `json:"lag_error,omitempty"`
-	SampledAt    time.Time      `json:"sampled_at,omitzero"`
-}
-
-// fillConfig sets the configuration-derived fields of gi.
-func (gi *GroupInfo) fillConfig(cfg GroupConfig) {
+// fillConfig sets the configuration-derived fields of gi. (A function, not
+// a method: GroupInfo is health.GroupInfo.)
+func fillConfig(gi *GroupInfo, cfg GroupConfig) {
 	gi.Config, gi.Partitions, gi.Mode = cfg, cfg.PartitionCount(), cfg.Mode()
 	gi.Filters = cfg.SubjectFilters()
 	gi.Owners = cfg.Assignment().Owner
@@ -280,7 +217,7 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 	if err != nil {
 		return gi, err
 	}
-	gi.fillConfig(cfg)
+	fillConfig(&gi, cfg)
 	l := newLayout(cfg)
 	cis := map[string]*jetstream.ConsumerInfo{}
 	for _, m := range cfg.MemberNames() {
