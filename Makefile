@@ -43,7 +43,7 @@ bench-all: bench
 # the reference library and a plain pull consumer, back to back on one
 # in-process server; a few minutes. BENCHFLAGS=-short for a quick look.
 bench-compare:
-	go test -run '^$$' -bench '^Benchmark(Compare|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
+	go test -run '^$$' -bench '^Benchmark(Compare|CompareConcurrent|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
 
 # Release builds use goreleaser from PATH; v2.15.1 is the newest that builds
 # with cg's Go. `make snapshot` builds every archive into dist/ (git-ignored)

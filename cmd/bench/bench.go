@@ -41,6 +41,7 @@ type Options struct {
 	Partitions    []int
 	Handlers      []time.Duration
 	MaxAckPending []int
+	Concurrency   []int
 	Messages      int
 	Keys          int
 	Port          int
@@ -52,7 +53,7 @@ type Options struct {
 // NewCmd returns `cg bench`.
 func NewCmd(f *factory.Factory) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	var members, partitions, handlers, maps string
+	var members, partitions, handlers, maps, concurrency string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure static groups against a plain pull consumer on an embedded server",
@@ -99,6 +100,9 @@ benchmark in internal/bench: make bench-compare.`,
 			if opts.MaxAckPending, err = parseInts("max-ack-pending", maps, 1, 10000); err != nil {
 				return err
 			}
+			if opts.Concurrency, err = parseInts("concurrency", concurrency, 1, 1024); err != nil {
+				return err
+			}
 			if opts.Handlers, err = parseDurations("handler", handlers); err != nil {
 				return err
 			}
@@ -118,7 +122,8 @@ benchmark in internal/bench: make bench-compare.`,
 	fs.StringVar(&members, "members", "1,2,8", "member counts, comma separated")
 	fs.StringVar(&partitions, "partitions", "8", "partition counts, comma separated")
 	fs.StringVar(&handlers, "handler", "0", "time each handler spends on a message, comma separated: 0,1ms")
-	fs.StringVar(&maps, "max-ack-pending", "1", "max ack pending of the member and plain consumers, comma separated")
+	fs.StringVar(&maps, "max-ack-pending", "1", "max ack pending of the member and plain consumers, comma separated (a concurrent member below its concurrency gets 4 × the concurrency)")
+	fs.StringVar(&concurrency, "concurrency", "1", "handler calls at once in each cg member (per-key order kept), comma separated: 1,32")
 	cmdutil.CountVar(fs, &opts.Messages, "messages", 20000, 1, "20000", "messages published in each run")
 	cmdutil.CountVar(fs, &opts.Keys, "keys", 1000, 1, "1000", "keys the messages are spread over")
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
@@ -163,7 +168,7 @@ func parseDurations(flag, s string) ([]time.Duration, error) {
 }
 
 func (o *Options) matrix() bench.Matrix {
-	return bench.Matrix{Members: o.Members, Partitions: o.Partitions, Handlers: o.Handlers, MaxAckPending: o.MaxAckPending, Messages: o.Messages, Keys: o.Keys, Preload: o.Preload}
+	return bench.Matrix{Members: o.Members, Partitions: o.Partitions, Handlers: o.Handlers, MaxAckPending: o.MaxAckPending, Concurrency: o.Concurrency, Messages: o.Messages, Keys: o.Keys, Preload: o.Preload}
 }
 
 // Row is one run in --json output.
@@ -174,6 +179,7 @@ type Row struct {
 	Filters        int     `json:"filters,omitempty"`
 	Handler        string  `json:"handler"`
 	MaxAckPending  int     `json:"max_ack_pending"`
+	Concurrency    int     `json:"concurrency"`
 	Messages       int     `json:"messages"`
 	Keys           int     `json:"keys"`
 	Preload        bool    `json:"preload"`
@@ -219,7 +225,7 @@ func benchRun(ctx context.Context, o *Options) error {
 			return ctx.Err()
 		}
 		row := Row{System: sc.System, Members: sc.Members, Partitions: sc.Partitions, Filters: sc.Filters, Handler: sc.Handler.String(),
-			MaxAckPending: max(sc.MaxAckPending, 1), Messages: sc.Messages, Keys: sc.Keys, Preload: sc.Preload, Handled: r.Handled,
+			MaxAckPending: effectiveMAP(sc), Concurrency: max(sc.Concurrency, 1), Messages: sc.Messages, Keys: sc.Keys, Preload: sc.Preload, Handled: r.Handled,
 			ElapsedSeconds: r.Elapsed.Seconds(), MsgsPerSec: r.MsgsPerSec, PublishPerSec: r.PublishPerSec, P50MS: ms(r.P50), P99MS: ms(r.P99),
 			Violations: r.Violations, Duplicates: r.Duplicates}
 		if err != nil {
@@ -251,7 +257,7 @@ func benchRun(ctx context.Context, o *Options) error {
 }
 
 func printTable(w io.Writer, rep Report) error {
-	t := render.NewTable(w, "SYSTEM", "MEMBERS", "PARTITIONS", "FILTERS", "HANDLER", "MAX ACK PENDING", "MSGS/S", "PUBLISH/S", "P50", "P99", "VIOLATIONS", "VS PLAIN")
+	t := render.NewTable(w, "SYSTEM", "MEMBERS", "PARTITIONS", "FILTERS", "HANDLER", "MAX ACK PENDING", "CONCURRENCY", "MSGS/S", "PUBLISH/S", "P50", "P99", "VIOLATIONS", "VS PLAIN")
 	for _, r := range rep.Results {
 		filters, vs := "-", "-"
 		if r.System == bench.SystemPlain {
@@ -267,7 +273,7 @@ func printTable(w io.Writer, rep Report) error {
 		if r.Preload {
 			p50, p99 = "-", "-"
 		}
-		t.AddRow(r.System, strconv.Itoa(r.Members), strconv.Itoa(r.Partitions), filters, r.Handler, strconv.Itoa(r.MaxAckPending),
+		t.AddRow(r.System, strconv.Itoa(r.Members), strconv.Itoa(r.Partitions), filters, r.Handler, strconv.Itoa(r.MaxAckPending), strconv.Itoa(r.Concurrency),
 			rate, fmt.Sprintf("%.0f", r.PublishPerSec), p50, p99, strconv.Itoa(r.Violations), vs)
 	}
 	if err := t.Render(); err != nil {
@@ -279,4 +285,13 @@ func printTable(w io.Writer, rep Report) error {
 		}
 	}
 	return nil
+}
+
+// effectiveMAP is the max ack pending a run's consumers had: cg picks 4 ×
+// the concurrency for a concurrent member given less than its concurrency.
+func effectiveMAP(sc bench.Scenario) int {
+	if sc.Concurrency > 1 && sc.MaxAckPending < sc.Concurrency {
+		return 4 * sc.Concurrency
+	}
+	return max(sc.MaxAckPending, 1)
 }

@@ -54,10 +54,37 @@ func TestBenchTable(t *testing.T) {
 	}
 	for i, want := range []string{"plain", "plain", "cg"} {
 		f := strings.Fields(lines[i+1])
-		// SYSTEM MEMBERS PARTITIONS FILTERS HANDLER MAX-ACK-PENDING MSGS/S PUBLISH/S P50 P99 VIOLATIONS VS
-		if len(f) != 12 || f[0] != want || f[10] != "0" || f[6] == "failed" || !strings.HasSuffix(f[8], "ms") {
+		// SYSTEM MEMBERS PARTITIONS FILTERS HANDLER MAX-ACK-PENDING CONCURRENCY MSGS/S PUBLISH/S P50 P99 VIOLATIONS VS
+		if len(f) != 13 || f[0] != want || f[6] != "1" || f[11] != "0" || f[7] == "failed" || !strings.HasSuffix(f[9], "ms") {
 			t.Errorf("row %d: %q", i+1, lines[i+1])
 		}
+	}
+}
+
+// --concurrency: each cg run once per value, concurrent members with cg's
+// own max ack pending, per-key order kept.
+func TestBenchConcurrency(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--messages", "400", "--keys", "20", "--members", "1", "--partitions", "4", "--concurrency", "1,8")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Out)
+	}
+	seen := map[int]bench.Row{}
+	for _, row := range rep.Results {
+		if row.System == "cg" {
+			seen[row.Concurrency] = row
+		}
+	}
+	serial, conc := seen[1], seen[8]
+	if len(seen) != 2 || serial.MaxAckPending != 1 || conc.MaxAckPending != 32 || conc.Handled != 400 || conc.Violations != 0 || conc.Duplicates != 0 {
+		t.Fatalf("cg rows by concurrency: %+v", seen)
+	}
+	bad := clitest.Run(t, cmd.Run, clitest.Env(), "bench", "--concurrency", "0")
+	if bad.Code != 2 || !strings.Contains(bad.Err, "--concurrency") {
+		t.Fatalf("--concurrency 0: exit %d: %s", bad.Code, bad.Err)
 	}
 }
 

@@ -50,8 +50,12 @@ type Scenario struct {
 	Members    int           `json:"members"`
 	Partitions int           `json:"partitions"`
 	Handler    time.Duration `json:"handler_ns"`
-	// MaxAckPending of the member (or plain) consumers; 0 is 1.
+	// MaxAckPending of the member (or plain) consumers; 0 is 1. A
+	// concurrent cg member (Concurrency above it) gets cg's own default.
 	MaxAckPending int `json:"max_ack_pending"`
+	// Concurrency is cg's JoinOptions.Concurrency (0 or 1: serial, the
+	// only way the reference and plain systems run).
+	Concurrency int `json:"concurrency,omitempty"`
 	// Filters is the plain consumer's filter count: 1 (one filter over
 	// every partition) or one per partition. Unused by group systems.
 	Filters  int `json:"filters,omitempty"`
@@ -66,7 +70,22 @@ func (s Scenario) Name() string {
 	if s.System == SystemPlain {
 		return fmt.Sprintf("plain/filters=%d/handler=%s/map=%d", s.Filters, s.Handler, s.mapOr1())
 	}
-	return fmt.Sprintf("%s/members=%d/partitions=%d/handler=%s/map=%d", s.System, s.Members, s.Partitions, s.Handler, s.mapOr1())
+	name := fmt.Sprintf("%s/members=%d/partitions=%d/handler=%s/map=%d", s.System, s.Members, s.Partitions, s.Handler, s.mapOr1())
+	if s.Concurrency > 1 {
+		name += fmt.Sprintf("/concurrency=%d", s.Concurrency)
+	}
+	return name
+}
+
+// memberOptions are the join options of a cg member in s: a concurrent
+// member whose max ack pending would be below its concurrency leaves it
+// to cg (4 × the concurrency).
+func (s Scenario) memberOptions() cg.JoinOptions {
+	o := cg.JoinOptions{MaxAckPending: s.mapOr1(), Concurrency: s.Concurrency}
+	if s.Concurrency > 1 && o.MaxAckPending < s.Concurrency {
+		o.MaxAckPending = 0
+	}
+	return o
 }
 
 func (s Scenario) mapOr1() int { return max(s.MaxAckPending, 1) }
@@ -389,7 +408,7 @@ func StartCG(ctx context.Context, connect func() (jetstream.JetStream, error), s
 		m, err := cg.New(mjs).JoinStatic(ctx, Stream, Group, name, func(_ context.Context, msg *cg.Msg) {
 			Work(sc, handle, msg.Headers())
 			_ = msg.Ack()
-		}, cg.JoinOptions{MaxAckPending: sc.mapOr1()})
+		}, sc.memberOptions())
 		if err != nil {
 			stop()
 			return nil, err

@@ -107,6 +107,30 @@ func BenchmarkCompare(b *testing.B) {
 	}
 }
 
+// BenchmarkCompareConcurrent is issue 11's targets: cg members with
+// concurrency 8 and 32 (per-key order kept) against the reference, which
+// is serial, in the same members × handler settings, back to back.
+func BenchmarkCompareConcurrent(b *testing.B) {
+	s := natstest.RunServer(b)
+	env := bench.Env{URL: s.ClientURL()}
+	m := matrix()
+	m.Members, m.Concurrency = []int{1, 2}, []int{8, 32}
+	for _, sc := range m.Groups(bench.SystemCG) {
+		ref := sc
+		ref.System, ref.Concurrency = systemReference, 0
+		b.Run(sc.Name()[len(bench.SystemCG)+1:], func(b *testing.B) {
+			var cgRate, refRate float64
+			for i := 0; i < b.N; i++ {
+				cgRate += run(b, env, sc, bench.StartCG).MsgsPerSec
+				refRate += run(b, env, ref, startReference).MsgsPerSec
+			}
+			b.ReportMetric(cgRate/float64(b.N), "cg-msgs/s")
+			b.ReportMetric(refRate/float64(b.N), "ref-msgs/s")
+			b.ReportMetric(cgRate/refRate, "cg/ref")
+		})
+	}
+}
+
 // BenchmarkPlain is the server's side of the comparison: a plain pull
 // consumer with 1 and 8 filters, max ack pending 1 and 1000, handler 0.
 func BenchmarkPlain(b *testing.B) {

@@ -8,8 +8,11 @@ type Matrix struct {
 	Partitions    []int
 	Handlers      []time.Duration
 	MaxAckPending []int
-	Messages      int
-	Keys          int
+	// Concurrency of the cg members (nil: serial only); other systems
+	// run serial whatever it says.
+	Concurrency []int
+	Messages    int
+	Keys        int
 	// Preload publishes before the consumers start (Scenario.Preload).
 	Preload bool
 }
@@ -25,7 +28,17 @@ func (m Matrix) Groups(system string) []Scenario {
 					if n > p {
 						continue
 					}
-					out = append(out, Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
+					cs := m.Concurrency
+					if system != SystemCG || len(cs) == 0 {
+						cs = []int{1}
+					}
+					for _, c := range cs {
+						sc := Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload}
+						if c > 1 {
+							sc.Concurrency = c
+						}
+						out = append(out, sc)
+					}
 				}
 			}
 		}
