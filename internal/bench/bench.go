@@ -182,7 +182,7 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return res, err
 	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	if err := createStream(ctx, js, jetstream.StreamConfig{
 		Name: Stream, Subjects: []string{"bench.*"},
 		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "bench.*", Destination: fmt.Sprintf("{{partition(%d,1)}}.bench.{{wildcard(1)}}", sc.Partitions)},
 	}); err != nil {
@@ -208,8 +208,21 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 			m.Header.Set(KeyHeader, keys[k])
 			m.Header.Set(SeqHeader, strconv.Itoa(i/sc.Keys+1))
 			m.Header.Set(TimeHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
-			if _, err := js.PublishMsgAsync(m); err != nil {
-				return fmt.Errorf("publish: %w", err)
+			for {
+				_, err := js.PublishMsgAsync(m)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+					return fmt.Errorf("publish: %w", err)
+				}
+				// The server is behind (a loaded machine): let the
+				// outstanding publishes land, then go on.
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+					return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), limit)
+				}
 			}
 		}
 		select {
@@ -455,4 +468,24 @@ func StartPlain(ctx context.Context, connect func() (jetstream.JetStream, error)
 		return nil, err
 	}
 	return cc.Stop, nil
+}
+
+// createStream creates the run's stream. Right after the previous run's
+// stream was deleted, nats-server (2.15) may still be removing the
+// account's stream directory in the background and refuse the create
+// with 10049 ("error creating store"); that passes in a moment.
+func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := js.CreateStream(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != 10049 || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
