@@ -26,11 +26,11 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 	}
 	k := group.Elastic()
 	cmd.AddCommand(
-		NewCmdCreate(f, nil),
-		NewCmdAdd(f, nil),
-		NewCmdDrop(f, nil),
-		NewCmdCreateMapping(f, nil),
-		NewCmdDeleteMapping(f, nil),
+		NewCmdCreate(f),
+		NewCmdAdd(f),
+		NewCmdDrop(f),
+		NewCmdCreateMapping(f),
+		NewCmdDeleteMapping(f),
 	)
 	group.AddCommands(cmd, f, k)
 	return cmd

@@ -34,7 +34,7 @@ type ConsumeOptions struct {
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
-func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *ConsumeOptions) error) *cobra.Command {
+func NewCmdConsume(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &ConsumeOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "consume <stream> <group> <member>",
@@ -48,9 +48,6 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return consumeRun(cmd.Context(), opts)
 		},
 	}

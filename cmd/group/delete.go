@@ -22,7 +22,7 @@ type DeleteOptions struct {
 }
 
 // NewCmdDelete builds `cg <kind> delete <stream> <group>`.
-func NewCmdDelete(f *factory.Factory, k Kind, runF func(context.Context, *DeleteOptions) error) *cobra.Command {
+func NewCmdDelete(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &DeleteOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "delete <stream> <group>",
@@ -34,9 +34,6 @@ func NewCmdDelete(f *factory.Factory, k Kind, runF func(context.Context, *Delete
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return deleteRun(cmd.Context(), opts)
 		},
 	}

@@ -24,7 +24,7 @@ type InfoOptions struct {
 }
 
 // NewCmdInfo builds `cg <kind> info <stream> <group>`.
-func NewCmdInfo(f *factory.Factory, k Kind, runF func(context.Context, *InfoOptions) error) *cobra.Command {
+func NewCmdInfo(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &InfoOptions{F: f, Kind: k, Now: time.Now}
 	return &cobra.Command{
 		Use:     "info <stream> <group>",
@@ -33,9 +33,6 @@ func NewCmdInfo(f *factory.Factory, k Kind, runF func(context.Context, *InfoOpti
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return infoRun(cmd.Context(), opts)
 		},
 	}

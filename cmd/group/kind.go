@@ -81,13 +81,13 @@ func Elastic() Kind {
 // AddCommands mounts the shared verbs of kind k under parent.
 func AddCommands(parent *cobra.Command, f *factory.Factory, k Kind) {
 	parent.AddCommand(
-		NewCmdLs(f, k, nil),
-		NewCmdInfo(f, k, nil),
-		NewCmdMemberInfo(f, k, nil),
-		NewCmdStepDown(f, k, nil),
-		NewCmdDelete(f, k, nil),
-		NewCmdConsume(f, k, nil),
-		NewCmdWatch(f, k, nil),
+		NewCmdLs(f, k),
+		NewCmdInfo(f, k),
+		NewCmdMemberInfo(f, k),
+		NewCmdStepDown(f, k),
+		NewCmdDelete(f, k),
+		NewCmdConsume(f, k),
+		NewCmdWatch(f, k),
 	)
 }
 

@@ -30,7 +30,7 @@ type LsEntry struct {
 }
 
 // NewCmdLs builds `cg <kind> ls <stream>`.
-func NewCmdLs(f *factory.Factory, k Kind, runF func(context.Context, *LsOptions) error) *cobra.Command {
+func NewCmdLs(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &LsOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "ls <stream>",
@@ -40,9 +40,6 @@ func NewCmdLs(f *factory.Factory, k Kind, runF func(context.Context, *LsOptions)
 		Args:    Args("stream"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return lsRun(cmd.Context(), opts)
 		},
 	}

@@ -21,7 +21,7 @@ type MemberInfoOptions struct {
 }
 
 // NewCmdMemberInfo builds `cg <kind> member-info <stream> <group> <member>`.
-func NewCmdMemberInfo(f *factory.Factory, k Kind, runF func(context.Context, *MemberInfoOptions) error) *cobra.Command {
+func NewCmdMemberInfo(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &MemberInfoOptions{F: f, Kind: k}
 	return &cobra.Command{
 		Use:     "member-info <stream> <group> <member>",
@@ -31,9 +31,6 @@ func NewCmdMemberInfo(f *factory.Factory, k Kind, runF func(context.Context, *Me
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return memberInfoRun(cmd.Context(), opts)
 		},
 	}

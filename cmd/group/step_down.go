@@ -18,7 +18,7 @@ type StepDownOptions struct {
 }
 
 // NewCmdStepDown builds `cg <kind> step-down <stream> <group> <member>`.
-func NewCmdStepDown(f *factory.Factory, k Kind, runF func(context.Context, *StepDownOptions) error) *cobra.Command {
+func NewCmdStepDown(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &StepDownOptions{F: f, Kind: k}
 	return &cobra.Command{
 		Use:     "step-down <stream> <group> <member>",
@@ -28,9 +28,6 @@ func NewCmdStepDown(f *factory.Factory, k Kind, runF func(context.Context, *Step
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return stepDownRun(cmd.Context(), opts)
 		},
 	}

@@ -28,7 +28,7 @@ type WatchOptions struct {
 }
 
 // NewCmdWatch builds `cg <kind> watch <stream> <group>`.
-func NewCmdWatch(f *factory.Factory, k Kind, runF func(context.Context, *WatchOptions) error) *cobra.Command {
+func NewCmdWatch(f *factory.Factory, k Kind) *cobra.Command {
 	opts := &WatchOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "watch <stream> <group>",
@@ -48,9 +48,6 @@ func NewCmdWatch(f *factory.Factory, k Kind, runF func(context.Context, *WatchOp
 			opts.Stream, opts.Group = args[0], args[1]
 			if opts.Interval <= 0 {
 				return cmdutil.UsageErrorf("--interval must be more than 0, such as 1s")
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return watchRun(cmd.Context(), opts)
 		},

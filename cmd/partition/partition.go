@@ -51,7 +51,7 @@ type Output struct {
 }
 
 // NewCmd builds `cg partition [subject]`.
-func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+func NewCmd(f *factory.Factory) *cobra.Command {
 	opts := &Options{F: f}
 	var filter string
 	cmd := &cobra.Command{
@@ -77,9 +77,6 @@ func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cob
 			}
 			if err := bind(cmd, opts, filter); err != nil {
 				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return run(cmd.Context(), opts)
 		},

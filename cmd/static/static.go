@@ -25,7 +25,7 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 		Use:   "create",
 		Short: "Create a static group (balanced or mapped)",
 	}
-	create.AddCommand(NewCmdCreateBalanced(f, nil), NewCmdCreateMapped(f, nil))
+	create.AddCommand(NewCmdCreateBalanced(f), NewCmdCreateMapped(f))
 	cmd.AddCommand(create)
 	group.AddCommands(cmd, f, group.Static())
 	return cmd
