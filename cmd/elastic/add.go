@@ -147,7 +147,7 @@ func changeError(err error, stream, grp string) error {
 	case errors.Is(err, cg.ErrMappedGroup), errors.Is(err, cg.ErrNotMapped):
 		return fmt.Errorf("%w; see 'cg elastic info %s %s'", err, stream, grp)
 	}
-	return group.Wrap(err, group.Elastic(), stream, grp)
+	return group.Wrap(err, cg.KindElastic, stream, grp)
 }
 
 // jsonChange is the change with empty lists rather than nulls.

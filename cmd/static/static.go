@@ -7,6 +7,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // NewCmd builds `cg static`.
@@ -27,6 +28,6 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 	}
 	create.AddCommand(NewCmdCreateBalanced(f), NewCmdCreateMapped(f))
 	cmd.AddCommand(create)
-	group.AddCommands(cmd, f, group.Static())
+	group.AddCommands(cmd, f, cg.KindStatic)
 	return cmd
 }
