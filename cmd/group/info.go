@@ -49,7 +49,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		return render.JSON(ios.Out, gi)
+		return render.JSON(ios.Out, groupInfoView(gi))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	elastic := gi.Backlog != nil

@@ -48,7 +48,7 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		return render.JSON(ios.Out, ms)
+		return render.JSON(ios.Out, memberStatusView(ms))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	kv := render.NewKeyValues(ios.Out)
