@@ -1,7 +1,7 @@
 package group_test
 
-// Golden files for the --json output of info and member-info, static and
-// elastic, unpinned and pinned: the exact bytes scripts read, so that the
+// Golden files for the --json output of info, member-info, step-down and
+// delete, static and elastic, unpinned and pinned: the exact bytes scripts read, so that the
 // views the commands marshal keep their field names, order and encoding.
 // go test ./cmd/group -run GoldenJSON -update rewrites them.
 
@@ -18,6 +18,7 @@ import (
 // clitest.Volatile: pin ids and lag ages in seconds.
 var jsonVolatile = append([]clitest.Replacer{
 	clitest.Replace(`"pin_id": "[^"]+"`, `"pin_id": "<PIN>"`),
+	clitest.Replace(`"previous_pin_id": "[^"]+"`, `"previous_pin_id": "<PIN>"`),
 	clitest.Replace(`"age_seconds": [0-9.e+-]+`, `"age_seconds": "<AGE>"`),
 }, clitest.Volatile...)
 
@@ -37,11 +38,14 @@ func TestGoldenJSONStatic(t *testing.T) {
 
 	goldenJSON(t, "static-info-unpinned-json", e.mustRun("static", "info", "ORDERS", "g", "--json"))
 	goldenJSON(t, "static-member-info-unpinned-json", e.mustRun("static", "member-info", "ORDERS", "g", "m1", "--json"))
+	goldenJSON(t, "static-step-down-nothing-pinned-json", e.mustRun("static", "step-down", "ORDERS", "g", "m1", "--json"))
 
 	e.joinAll("static", "ORDERS", "g", "m1", "m2")
 	e.settled("static", "ORDERS", "g", 2)
 	goldenJSON(t, "static-info-pinned-json", e.mustRun("static", "info", "ORDERS", "g", "--json"))
 	goldenJSON(t, "static-member-info-pinned-json", e.mustRun("static", "member-info", "ORDERS", "g", "m1", "--json"))
+	goldenJSON(t, "static-step-down-pinned-json", e.mustRun("static", "step-down", "ORDERS", "g", "m2", "--json"))
+	goldenJSON(t, "static-delete-json", e.mustRun("static", "delete", "ORDERS", "g", "--force", "--json"))
 }
 
 func TestGoldenJSONElastic(t *testing.T) {
@@ -59,9 +63,12 @@ func TestGoldenJSONElastic(t *testing.T) {
 
 	goldenJSON(t, "elastic-info-unpinned-json", e.mustRun("elastic", "info", "EVENTS", "e", "--json"))
 	goldenJSON(t, "elastic-member-info-unpinned-json", e.mustRun("elastic", "member-info", "EVENTS", "e", "m1", "--json"))
+	goldenJSON(t, "elastic-step-down-nothing-pinned-json", e.mustRun("elastic", "step-down", "EVENTS", "e", "m1", "--json"))
 
 	e.joinAll("elastic", "EVENTS", "e", "m1", "m2")
 	e.settled("elastic", "EVENTS", "e", 2)
 	goldenJSON(t, "elastic-info-pinned-json", e.mustRun("elastic", "info", "EVENTS", "e", "--json"))
 	goldenJSON(t, "elastic-member-info-pinned-json", e.mustRun("elastic", "member-info", "EVENTS", "e", "m1", "--json"))
+	goldenJSON(t, "elastic-step-down-pinned-json", e.mustRun("elastic", "step-down", "EVENTS", "e", "m2", "--json"))
+	goldenJSON(t, "elastic-delete-json", e.mustRun("elastic", "delete", "EVENTS", "e", "--force", "--json"))
 }
