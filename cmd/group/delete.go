@@ -68,7 +68,7 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if o.F.JSON {
-		return render.JSON(ios.Out, res)
+		return render.JSON(ios.Out, deleteView(res))
 	}
 	fmt.Fprintf(ios.ErrOut, "deleted %s group %s on %s (key %s", o.Kind, o.Group, o.Stream, res.Key)
 	if res.WorkStream != "" {

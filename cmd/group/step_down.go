@@ -45,7 +45,7 @@ func stepDownRun(ctx context.Context, o *StepDownOptions) error {
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		return render.JSON(ios.Out, res)
+		return render.JSON(ios.Out, stepDownView(res))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	if res.NothingPinned {

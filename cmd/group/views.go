@@ -1,6 +1,6 @@
 package group
 
-// The --json views of info and member-info: what scripts read, declared
+// The --json views of info, member-info, step-down and delete: what scripts read, declared
 // here in the CLI rather than borrowed from the engine, so that a change
 // to an engine struct cannot silently change the CLI's JSON. Each view
 // keeps the field names, tags and order the engine types had when the
@@ -120,4 +120,31 @@ func memberStatusView(ms cg.MemberStatus) MemberStatusView {
 
 func lagView(l cg.Lag) LagView {
 	return LagView{Pending: l.Pending, OldestSeq: l.OldestSeq, Oldest: l.Oldest, AgeSeconds: l.AgeSeconds}
+}
+
+// StepDownView is step-down --json.
+type StepDownView struct {
+	Member        string `json:"member"`
+	Consumer      string `json:"consumer"`
+	PrevPinID     string `json:"previous_pin_id"`
+	NothingPinned bool   `json:"nothing_pinned,omitempty"`
+	Why           string `json:"why,omitempty"`
+}
+
+// stepDownView converts the engine's StepDownResult for --json.
+func stepDownView(r cg.StepDownResult) StepDownView {
+	return StepDownView{Member: r.Member, Consumer: r.Consumer, PrevPinID: r.PrevPinID, NothingPinned: r.NothingPinned, Why: r.Why}
+}
+
+// DeleteView is delete --json.
+type DeleteView struct {
+	Key        string   `json:"key"`
+	Consumers  []string `json:"deleted_consumers"`
+	WorkStream string   `json:"deleted_work_stream,omitempty"`
+	Kept       []string `json:"kept,omitempty"`
+}
+
+// deleteView converts the engine's DeleteResult for --json.
+func deleteView(r cg.DeleteResult) DeleteView {
+	return DeleteView{Key: r.Key, Consumers: r.Consumers, WorkStream: r.WorkStream, Kept: r.Kept}
 }
