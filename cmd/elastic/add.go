@@ -150,22 +150,6 @@ func changeError(err error, stream, grp string) error {
 	return group.Wrap(err, cg.KindElastic, stream, grp)
 }
 
-// jsonChange is the change with empty lists rather than nulls.
-func jsonChange(mc cg.MembershipChange) cg.MembershipChange {
-	for _, p := range []*[]string{&mc.Changed, &mc.Unchanged} {
-		if *p == nil {
-			*p = []string{}
-		}
-	}
-	if mc.Moves == nil {
-		mc.Moves = []cg.Move{}
-	}
-	if mc.Config.PartitioningFilters == nil {
-		mc.Config.PartitioningFilters = []cg.PartitioningFilter{}
-	}
-	return mc
-}
-
 func members(cs *render.ColorScheme, names []string) string {
 	out := make([]string, len(names))
 	for i, m := range names {

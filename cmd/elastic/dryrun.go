@@ -54,7 +54,7 @@ type PlanOutput struct {
 // as a real change prints them, and the fewest moves possible for
 // comparison.
 func renderPlan(f *factory.Factory, mc cg.MembershipChange, mode string) error {
-	mc = jsonChange(mc)
+	mc = withEmptyLists(mc)
 	ios := f.IOStreams
 	minimum, balanced := mc.MinimumMoves(), mc.BalancedMoves()
 	if len(mc.Changed) == 0 {
