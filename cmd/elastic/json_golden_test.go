@@ -1,8 +1,9 @@
 package elastic_test
 
-// Golden files for the --json output of add (also --minimal), drop, create-mapping and
-// delete-mapping: the exact bytes scripts read, so that the view these
-// commands marshal keeps its field names, order and encoding.
+// Golden files for the --json output of add (also --minimal and
+// --dry-run), drop, create-mapping and delete-mapping: the exact bytes
+// scripts read, so that the views these commands marshal keep their field
+// names, order and encoding.
 // go test ./cmd/elastic -run GoldenJSON -update rewrites them.
 
 import (
@@ -27,6 +28,8 @@ func TestGoldenJSONMembership(t *testing.T) {
 	goldenJSON(t, "add-json", e.mustRun("elastic", "add", "ORDERS", "g", "m1", "m2", "--json"))
 	goldenJSON(t, "add-unchanged-json", e.mustRun("elastic", "add", "ORDERS", "g", "m2", "m3", "--json"))
 	goldenJSON(t, "drop-json", e.mustRun("elastic", "drop", "ORDERS", "g", "m3", "--json"))
+	goldenJSON(t, "add-dry-run-json", e.mustRun("elastic", "add", "ORDERS", "g", "m5", "--dry-run", "--json"))
+	goldenJSON(t, "add-minimal-dry-run-json", e.mustRun("elastic", "add", "ORDERS", "g", "m5", "--minimal", "--dry-run", "--json"))
 	goldenJSON(t, "add-minimal-json", e.mustRun("elastic", "add", "ORDERS", "g", "m4", "--minimal", "--json"))
 	goldenJSON(t, "create-mapping-json", e.mustRun("elastic", "create-mapping", "ORDERS", "g", "a:0,1", "b:2,3", "--json"))
 	goldenJSON(t, "delete-mapping-json", e.mustRun("elastic", "delete-mapping", "ORDERS", "g", "--json"))
