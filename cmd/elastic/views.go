@@ -1,7 +1,7 @@
 package elastic
 
-// The --json view of add, drop, create-mapping and delete-mapping: what
-// scripts read, declared here in the CLI rather than borrowed from the
+// The --json views of add, drop, create-mapping and delete-mapping (and
+// the moves in their --dry-run plans): what scripts read, declared here in the CLI rather than borrowed from the
 // engine, with the field names, tags and order cg.MembershipChange had
 // when these commands marshalled it directly (the golden JSON tests hold
 // the bytes).
@@ -32,11 +32,20 @@ type MoveView struct {
 func jsonChange(mc cg.MembershipChange) ChangeView {
 	mc = withEmptyLists(mc)
 	v := ChangeView{Stream: mc.Stream, Group: mc.Group, Changed: mc.Changed, Unchanged: mc.Unchanged,
-		Config: mc.Config, Revision: mc.Revision, Moves: make([]MoveView, len(mc.Moves)), Minimal: mc.Minimal}
-	for i, m := range mc.Moves {
-		v.Moves[i] = MoveView{Partition: m.Partition, From: m.From, To: m.To}
-	}
+		Config: mc.Config, Revision: mc.Revision, Moves: moveViews(mc.Moves), Minimal: mc.Minimal}
 	return v
+}
+
+// moveViews converts moves for --json; nil stays nil.
+func moveViews(ms []cg.Move) []MoveView {
+	if ms == nil {
+		return nil
+	}
+	out := make([]MoveView, len(ms))
+	for i, m := range ms {
+		out[i] = MoveView{Partition: m.Partition, From: m.From, To: m.To}
+	}
+	return out
 }
 
 // withEmptyLists is the change with empty lists rather than nulls.
