@@ -1,10 +1,10 @@
 package elastic
 
 // The --json views of add, drop, create-mapping and delete-mapping (and
-// the moves in their --dry-run plans): what scripts read, declared here in the CLI rather than borrowed from the
-// engine, with the field names, tags and order cg.MembershipChange had
-// when these commands marshalled it directly (the golden JSON tests hold
-// the bytes).
+// the moves in their --dry-run plans): what scripts read, declared here in
+// the CLI rather than borrowed from the engine, with the field names, tags
+// and order cg.MembershipChange and cg.Move had when these commands
+// marshalled them directly (the golden JSON tests hold the bytes).
 
 import "github.com/cg-dev/cg/pkg/cg"
 
