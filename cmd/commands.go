@@ -20,8 +20,8 @@ func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 	root.AddCommand(
 		static.NewCmd(f),
 		elastic.NewCmd(f),
-		partition.NewCmd(f, nil),
-		check.NewCmd(f, nil),
+		partition.NewCmd(f),
+		check.NewCmd(f),
 		demo.NewCmd(f),
 		bench.NewCmd(f),
 		publish.NewCmd(f),

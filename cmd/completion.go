@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -217,8 +216,8 @@ func createsGroup(c *cobra.Command) bool {
 // kindsOf says which kinds of group c works on: the kind it is mounted
 // under, else what its flags parsed so far say (--elastic, as cg partition
 // has, or --kind static|elastic), else both.
-func kindsOf(c *cobra.Command) []group.Kind {
-	static, elastic := []group.Kind{group.Static()}, []group.Kind{group.Elastic()}
+func kindsOf(c *cobra.Command) []cg.Kind {
+	static, elastic := []cg.Kind{cg.KindStatic}, []cg.Kind{cg.KindElastic}
 	for p := c; p != nil; p = p.Parent() {
 		switch p.Name() {
 		case "static":
@@ -245,10 +244,10 @@ func kindsOf(c *cobra.Command) []group.Kind {
 }
 
 // groupsByStream lists the groups of the given kinds by stream.
-func groupsByStream(ctx context.Context, c *cg.Client, kinds []group.Kind) (map[string][]string, error) {
+func groupsByStream(ctx context.Context, c *cg.Client, kinds []cg.Kind) (map[string][]string, error) {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {
-		names[i] = k.Name
+		names[i] = string(k)
 	}
 	refs, err := c.ListGroups(ctx, names...)
 	if err != nil {
@@ -265,7 +264,7 @@ func groupsByStream(ctx context.Context, c *cg.Client, kinds []group.Kind) (map[
 // for a command that creates a group (or when the groups cannot be read),
 // every stream but the KV and object store buckets and elastic groups'
 // work-queue streams.
-func streamNames(ctx context.Context, c *cg.Client, kinds []group.Kind, anyStream bool) ([]string, error) {
+func streamNames(ctx context.Context, c *cg.Client, kinds []cg.Kind, anyStream bool) ([]string, error) {
 	if !anyStream {
 		if byStream, err := groupsByStream(ctx, c, kinds); err == nil {
 			out := make([]string, 0, len(byStream))
@@ -276,7 +275,7 @@ func streamNames(ctx context.Context, c *cg.Client, kinds []group.Kind, anyStrea
 		}
 	}
 	work := map[string]bool{}
-	if elastic, err := groupsByStream(ctx, c, []group.Kind{group.Elastic()}); err == nil {
+	if elastic, err := groupsByStream(ctx, c, []cg.Kind{cg.KindElastic}); err == nil {
 		for s, gs := range elastic {
 			for _, g := range gs {
 				work[cg.WorkStreamName(s, g)] = true
@@ -298,14 +297,14 @@ func streamNames(ctx context.Context, c *cg.Client, kinds []group.Kind, anyStrea
 
 // memberNames lists the members configured in the group, looked up under
 // each of the kinds in turn.
-func memberNames(ctx context.Context, c *cg.Client, kinds []group.Kind, stream, grp string) ([]string, error) {
+func memberNames(ctx context.Context, c *cg.Client, kinds []cg.Kind, stream, grp string) ([]string, error) {
 	if stream == "" || grp == "" {
 		return nil, nil
 	}
 	var err error
 	for _, k := range kinds {
 		var cfg cg.GroupConfig
-		if cfg, err = k.Config(c, ctx, stream, grp); err == nil {
+		if cfg, err = c.Config(ctx, k, stream, grp); err == nil {
 			return cfg.MemberNames(), nil
 		}
 	}

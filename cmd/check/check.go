@@ -135,7 +135,7 @@ When findings mix, the status is the gravest: critical, then unknown (what
 could not be checked may hide a critical fault), then warning.`
 
 // NewCmd builds `cg check [<stream> [<group>]]`.
-func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+func NewCmd(f *factory.Factory) *cobra.Command {
 	opts := &Options{F: f}
 	cmd := &cobra.Command{
 		Use:     "check [<stream> [<group>]]",
@@ -159,9 +159,6 @@ func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cob
 			case "", "static", "elastic":
 			default:
 				return usage(cmdutil.UsageErrorf("--kind %q must be static or elastic", opts.Kind))
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return checkRun(cmd.Context(), opts)
 		},

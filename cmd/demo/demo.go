@@ -73,9 +73,9 @@ type Options struct {
 }
 
 // NewCmd returns `cg demo`.
-func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f, nil) }
+func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f) }
 
-func newCmdDemo(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+func newCmdDemo(f *factory.Factory) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Rate: 50, Limit: overallLimit}
 	cmd := &cobra.Command{
 		Use:   "demo [static|elastic]",
@@ -138,9 +138,6 @@ order held, 1 otherwise, and always within a minute.`,
 			}
 			if opts.Rate == 0 || opts.Rate > 2000 {
 				return cmdutil.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return demoRun(cmd.Context(), opts)
 		},

@@ -29,16 +29,16 @@ type MembersOptions struct {
 }
 
 // NewCmdAdd builds `cg elastic add <stream> <group> <member>...`.
-func NewCmdAdd(f *factory.Factory, runF func(context.Context, *MembersOptions) error) *cobra.Command {
-	return newCmdMembers(f, false, runF)
+func NewCmdAdd(f *factory.Factory) *cobra.Command {
+	return newCmdMembers(f, false)
 }
 
 // NewCmdDrop builds `cg elastic drop <stream> <group> <member>...`.
-func NewCmdDrop(f *factory.Factory, runF func(context.Context, *MembersOptions) error) *cobra.Command {
-	return newCmdMembers(f, true, runF)
+func NewCmdDrop(f *factory.Factory) *cobra.Command {
+	return newCmdMembers(f, true)
 }
 
-func newCmdMembers(f *factory.Factory, drop bool, runF func(context.Context, *MembersOptions) error) *cobra.Command {
+func newCmdMembers(f *factory.Factory, drop bool) *cobra.Command {
 	opts := &MembersOptions{F: f, Drop: drop}
 	cmd := &cobra.Command{
 		Use:   "add <stream> <group> <member>...",
@@ -66,9 +66,6 @@ func newCmdMembers(f *factory.Factory, drop bool, runF func(context.Context, *Me
 	cmd.Args = group.ArgsVariadic("member", "stream", "group", "member")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
-		if runF != nil {
-			return runF(cmd.Context(), opts)
-		}
 		return membersRun(cmd.Context(), opts)
 	}
 	return cmd
@@ -150,23 +147,7 @@ func changeError(err error, stream, grp string) error {
 	case errors.Is(err, cg.ErrMappedGroup), errors.Is(err, cg.ErrNotMapped):
 		return fmt.Errorf("%w; see 'cg elastic info %s %s'", err, stream, grp)
 	}
-	return group.Wrap(err, group.Elastic(), stream, grp)
-}
-
-// jsonChange is the change with empty lists rather than nulls.
-func jsonChange(mc cg.MembershipChange) cg.MembershipChange {
-	for _, p := range []*[]string{&mc.Changed, &mc.Unchanged} {
-		if *p == nil {
-			*p = []string{}
-		}
-	}
-	if mc.Moves == nil {
-		mc.Moves = []cg.Move{}
-	}
-	if mc.Config.PartitioningFilters == nil {
-		mc.Config.PartitioningFilters = []cg.PartitioningFilter{}
-	}
-	return mc
+	return group.Wrap(err, cg.KindElastic, stream, grp)
 }
 
 func members(cs *render.ColorScheme, names []string) string {

@@ -58,7 +58,7 @@ const filterHelp = "partitioning filter filter[:w1,w2,...], repeatable, such as 
 	"(the reference's whole-subject mode, stored with no partitioning filters) (default: the subjects the stream stores)"
 
 // NewCmdCreate builds `cg elastic create <stream> <group> <max-members>`.
-func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
+func NewCmdCreate(f *factory.Factory) *cobra.Command {
 	opts := &CreateOptions{F: f}
 	var filters []string
 	cmd := &cobra.Command{
@@ -102,9 +102,6 @@ func NewCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 			// number is the command line's fault, not the stream's.
 			if err := opts.config(opts.Filters).Validate(); err != nil {
 				return cmdutil.NewUsageError(err)
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return createRun(cmd.Context(), opts)
 		},

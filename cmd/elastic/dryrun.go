@@ -36,8 +36,8 @@ const (
 type PlanOutput struct {
 	// Mode is how the change hands partitions out: balanced, minimal or
 	// mappings.
-	Mode  string    `json:"mode"`
-	Moves []cg.Move `json:"moves"`
+	Mode  string     `json:"mode"`
+	Moves []MoveView `json:"moves"`
 	// Moved is how many partitions would change owner.
 	Moved int `json:"moved"`
 	// Minimum is the fewest partitions any assignment with the new
@@ -54,14 +54,14 @@ type PlanOutput struct {
 // as a real change prints them, and the fewest moves possible for
 // comparison.
 func renderPlan(f *factory.Factory, mc cg.MembershipChange, mode string) error {
-	mc = jsonChange(mc)
+	mc = withEmptyLists(mc)
 	ios := f.IOStreams
 	minimum, balanced := mc.MinimumMoves(), mc.BalancedMoves()
 	if len(mc.Changed) == 0 {
 		minimum, balanced = 0, 0
 	}
 	if f.JSON {
-		out := PlanOutput{Mode: mode, Moves: mc.Moves, Moved: len(mc.Moves), Minimum: minimum, Config: mc.Config}
+		out := PlanOutput{Mode: mode, Moves: moveViews(mc.Moves), Moved: len(mc.Moves), Minimum: minimum, Config: mc.Config}
 		if mode == modeMinimal {
 			out.BalancedMoved = &balanced
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // NewCmd builds `cg elastic`.
@@ -24,13 +25,13 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 			"  cg elastic add ORDERS fulfillment m1 m2\n" +
 			"  cg elastic consume ORDERS fulfillment m1",
 	}
-	k := group.Elastic()
+	k := cg.KindElastic
 	cmd.AddCommand(
-		NewCmdCreate(f, nil),
-		NewCmdAdd(f, nil),
-		NewCmdDrop(f, nil),
-		NewCmdCreateMapping(f, nil),
-		NewCmdDeleteMapping(f, nil),
+		NewCmdCreate(f),
+		NewCmdAdd(f),
+		NewCmdDrop(f),
+		NewCmdCreateMapping(f),
+		NewCmdDeleteMapping(f),
 	)
 	group.AddCommands(cmd, f, k)
 	return cmd

@@ -23,7 +23,7 @@ type CreateMappingOptions struct {
 }
 
 // NewCmdCreateMapping builds `cg elastic create-mapping <stream> <group> <member:p,p,...>...`.
-func NewCmdCreateMapping(f *factory.Factory, runF func(context.Context, *CreateMappingOptions) error) *cobra.Command {
+func NewCmdCreateMapping(f *factory.Factory) *cobra.Command {
 	opts := &CreateMappingOptions{F: f}
 	cmd := &cobra.Command{
 		Use:     "create-mapping <stream> <group> <member:p,p,...>...",
@@ -45,9 +45,6 @@ func NewCmdCreateMapping(f *factory.Factory, runF func(context.Context, *CreateM
 					return cmdutil.NewUsageError(err)
 				}
 				opts.Mappings = append(opts.Mappings, mm)
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return createMappingRun(cmd.Context(), opts)
 		},
@@ -87,7 +84,7 @@ type DeleteMappingOptions struct {
 }
 
 // NewCmdDeleteMapping builds `cg elastic delete-mapping <stream> <group> [member...]`.
-func NewCmdDeleteMapping(f *factory.Factory, runF func(context.Context, *DeleteMappingOptions) error) *cobra.Command {
+func NewCmdDeleteMapping(f *factory.Factory) *cobra.Command {
 	opts := &DeleteMappingOptions{F: f}
 	return &cobra.Command{
 		Use:     "delete-mapping <stream> <group> [member...]",
@@ -100,9 +97,6 @@ func NewCmdDeleteMapping(f *factory.Factory, runF func(context.Context, *DeleteM
 		Args:    group.ArgsVariadic("member", "stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return deleteMappingRun(cmd.Context(), opts)
 		},
 	}

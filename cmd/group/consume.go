@@ -20,7 +20,7 @@ import (
 // ConsumeOptions are the bound arguments and flags of consume.
 type ConsumeOptions struct {
 	F                     *factory.Factory
-	Kind                  Kind
+	Kind                  cg.Kind
 	Stream, Group, Member string
 	Sleep                 time.Duration
 	AckWait               time.Duration
@@ -38,7 +38,7 @@ type ConsumeOptions struct {
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
-func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *ConsumeOptions) error) *cobra.Command {
+func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &ConsumeOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "consume <stream> <group> <member>",
@@ -48,15 +48,12 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 			"standbys. Each message is printed with its partition, subject (partition token stripped), stream\n" +
 			"sequence, pin, processing time and ack outcome. On Ctrl-C or SIGTERM the message in hand is\n" +
 			"finished and acked and the pin released, so a standby takes over at once.",
-		Example: fmt.Sprintf("  cg %s consume ORDERS fulfillment m1 --sleep 25ms\n  cg %s join ORDERS fulfillment m1 --json", k.Name, k.Name),
+		Example: fmt.Sprintf("  cg %s consume ORDERS fulfillment m1 --sleep 25ms\n  cg %s join ORDERS fulfillment m1 --json", k, k),
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			if err := opts.checkLanes(cmd.Flags().Changed("max-ack-pending")); err != nil {
 				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return consumeRun(cmd.Context(), opts)
 		},
@@ -65,7 +62,7 @@ func NewCmdConsume(f *factory.Factory, k Kind, runF func(context.Context, *Consu
 	cmdutil.DurationVar(fs, &opts.Sleep, "sleep", 20*time.Millisecond, "25ms", "time to simulate processing each message")
 	cmdutil.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "5s", "how long the server waits for an ack before redelivering; the pinned TTL follows it")
 	cmdutil.DurationVar(fs, &opts.PinnedTTL, "pinned-ttl", 0, "1s", "how long a pinned instance may go without pulling before a standby is pinned (0: max(ack-wait, 1s), the reference's); shorter fails a frozen reference instance (or any, with --liveness-check 0s) over sooner but risks pin flaps on a starved machine. Part of the member consumer's configuration: instances of one member must agree")
-	if k.Name == "static" {
+	if k == cg.KindStatic {
 		cmdutil.DurationVar(fs, &opts.Inactive, "inactive-threshold", cg.DefaultInactiveThreshold, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0s: keep it forever, as the reference does; to share a member with reference instances use --reference-compatible)")
 	}
 	cmdutil.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still there, to replace a dead, frozen or cut-off one at once instead of after the pinned TTL; the pinned instance fences itself on a matching threshold, so instances of one member should agree (0s: off)")
@@ -216,10 +213,10 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			if e.Reason != "" {
 				defer fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, e.Reason)
 			}
-			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind.Name, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
-			if o.Kind.WorkStream != nil {
+			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
+			if o.Kind.HasWorkStream() {
 				// An elastic instance learns its partitions as it binds: see rebalanced.
-				line = fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind.Name, o.Group, o.Stream, who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
+				line = fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind, o.Group, o.Stream, who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
 			}
 		case cg.EventRebalanced:
 			line = cs.Green("rebalanced") + ": partitions " + Ranges(e.Partitions)
@@ -330,7 +327,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 
 	start := time.Now()
-	m, err := o.Kind.Join(c, runCtx, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
+	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
 		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
 		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
 	})

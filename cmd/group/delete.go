@@ -11,32 +11,30 @@ import (
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // DeleteOptions are the bound arguments of delete.
 type DeleteOptions struct {
 	F             *factory.Factory
-	Kind          Kind
+	Kind          cg.Kind
 	Stream, Group string
 	Force         bool
 }
 
 // NewCmdDelete builds `cg <kind> delete <stream> <group>`.
-func NewCmdDelete(f *factory.Factory, k Kind, runF func(context.Context, *DeleteOptions) error) *cobra.Command {
+func NewCmdDelete(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &DeleteOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "delete <stream> <group>",
 		Aliases: []string{"rm"},
-		Short:   fmt.Sprintf("Delete %s group: its stored configuration and %s", k.article(), shortOwns(k)),
+		Short:   fmt.Sprintf("Delete %s group: its stored configuration and %s", article(k), shortOwns(k)),
 		Long: fmt.Sprintf("Delete %s group and nothing else: its stored configuration and\n%s.\n"+
-			"Running members stop cleanly. It asks for confirmation on a terminal; elsewhere it needs --force.", k.article(), k.Owns),
-		Example: fmt.Sprintf("  cg %s delete ORDERS fulfillment\n  cg %s rm ORDERS fulfillment --force", k.Name, k.Name),
+			"Running members stop cleanly. It asks for confirmation on a terminal; elsewhere it needs --force.", article(k), owns(k)),
+		Example: fmt.Sprintf("  cg %s delete ORDERS fulfillment\n  cg %s rm ORDERS fulfillment --force", k, k),
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return deleteRun(cmd.Context(), opts)
 		},
 	}
@@ -47,32 +45,32 @@ func NewCmdDelete(f *factory.Factory, k Kind, runF func(context.Context, *Delete
 func deleteRun(ctx context.Context, o *DeleteOptions) error {
 	ios := o.F.IOStreams
 	if !o.Force && !ios.CanPrompt() {
-		return cmdutil.UsageErrorf("refusing to delete %s group %s on %s without confirmation: standard input is not a terminal; add --force", o.Kind.Name, o.Group, o.Stream)
+		return cmdutil.UsageErrorf("refusing to delete %s group %s on %s without confirmation: standard input is not a terminal; add --force", o.Kind, o.Group, o.Stream)
 	}
 	c, err := o.F.Client()
 	if err != nil {
 		return err
 	}
 	// Look it up first so an unknown group is an error before any prompt.
-	if _, err := o.Kind.Config(c, ctx, o.Stream, o.Group); err != nil && isErr(err, errGroupNotFound) {
+	if _, err := c.Config(ctx, o.Kind, o.Stream, o.Group); err != nil && isErr(err, errGroupNotFound) {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if !o.Force {
-		fmt.Fprintf(ios.ErrOut, "Delete %s group %s on stream %s and %s? [y/N] ", o.Kind.Name, o.Group, o.Stream, shortOwns(o.Kind))
+		fmt.Fprintf(ios.ErrOut, "Delete %s group %s on stream %s and %s? [y/N] ", o.Kind, o.Group, o.Stream, shortOwns(o.Kind))
 		line, _ := bufio.NewReader(ios.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(ios.ErrOut, "not deleted")
 			return nil
 		}
 	}
-	res, err := o.Kind.Delete(c, ctx, o.Stream, o.Group)
+	res, err := c.Delete(ctx, o.Kind, o.Stream, o.Group)
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if o.F.JSON {
-		return render.JSON(ios.Out, res)
+		return render.JSON(ios.Out, deleteView(res))
 	}
-	fmt.Fprintf(ios.ErrOut, "deleted %s group %s on %s (key %s", o.Kind.Name, o.Group, o.Stream, res.Key)
+	fmt.Fprintf(ios.ErrOut, "deleted %s group %s on %s (key %s", o.Kind, o.Group, o.Stream, res.Key)
 	if res.WorkStream != "" {
 		fmt.Fprintf(ios.ErrOut, ", work stream %s", res.WorkStream)
 	}
@@ -86,8 +84,8 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 	return nil
 }
 
-// shortOwns is Kind.Owns without its parenthesised detail.
-func shortOwns(k Kind) string {
-	s, _, _ := strings.Cut(k.Owns, " (")
+// shortOwns is owns(k) without its parenthesised detail.
+func shortOwns(k cg.Kind) string {
+	s, _, _ := strings.Cut(owns(k), " (")
 	return s
 }

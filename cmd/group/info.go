@@ -17,25 +17,22 @@ import (
 // InfoOptions are the bound arguments of info.
 type InfoOptions struct {
 	F      *factory.Factory
-	Kind   Kind
+	Kind   cg.Kind
 	Stream string
 	Group  string
 	Now    func() time.Time
 }
 
 // NewCmdInfo builds `cg <kind> info <stream> <group>`.
-func NewCmdInfo(f *factory.Factory, k Kind, runF func(context.Context, *InfoOptions) error) *cobra.Command {
+func NewCmdInfo(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &InfoOptions{F: f, Kind: k, Now: time.Now}
 	return &cobra.Command{
 		Use:     "info <stream> <group>",
-		Short:   fmt.Sprintf("Show %s group: who owns which partitions, pins, standbys and backlog", k.article()),
-		Example: fmt.Sprintf("  cg %s info ORDERS fulfillment\n  cg %s info ORDERS fulfillment --json", k.Name, k.Name),
+		Short:   fmt.Sprintf("Show %s group: who owns which partitions, pins, standbys and backlog", article(k)),
+		Example: fmt.Sprintf("  cg %s info ORDERS fulfillment\n  cg %s info ORDERS fulfillment --json", k, k),
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return infoRun(cmd.Context(), opts)
 		},
 	}
@@ -46,13 +43,13 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	if err != nil {
 		return err
 	}
-	gi, err := o.Kind.Info(c, ctx, o.Stream, o.Group)
+	gi, err := c.Info(ctx, o.Kind, o.Stream, o.Group)
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		return render.JSON(ios.Out, gi)
+		return render.JSON(ios.Out, groupInfoView(gi))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	elastic := gi.Backlog != nil

@@ -4,7 +4,6 @@
 package group
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"unicode"
@@ -16,78 +15,33 @@ import (
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// Kind binds the shared verbs to one kind of group. Its functions have the
-// shape of the engine's method expressions, (*cg.Client).StaticInfo and so on.
-type Kind struct {
-	Name       string // "static" or "elastic"
-	List       func(c *cg.Client, ctx context.Context, stream string) ([]string, error)
-	Config     func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupConfig, error)
-	Info       func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupInfo, error)
-	MemberInfo func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.MemberStatus, error)
-	StepDown   func(c *cg.Client, ctx context.Context, stream, group, member string) (cg.StepDownResult, error)
-	Delete     func(c *cg.Client, ctx context.Context, stream, group string) (cg.DeleteResult, error)
-	Join       func(c *cg.Client, ctx context.Context, stream, group, member string, h cg.Handler, o cg.JoinOptions) (*cg.Member, error)
-	// WorkStream names the stream the member consumers live on when it is
-	// not the group's own stream (elastic groups); nil for static groups.
-	WorkStream func(stream, group string) string
-	// Owns says what delete removes besides the stored configuration.
-	Owns string
-}
-
 // article is the kind's name with its indefinite article: "a static", "an elastic".
-func (k Kind) article() string {
-	if strings.ContainsRune("aeiou", rune(k.Name[0])) {
-		return "an " + k.Name
+func article(k cg.Kind) string {
+	if k == cg.KindElastic {
+		return "an " + string(k)
 	}
-	return "a " + k.Name
+	return "a " + string(k)
 }
 
-// Static is the static kind.
-func Static() Kind {
-	return Kind{
-		Name: "static",
-		List: (*cg.Client).ListStatic,
-		Config: func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupConfig, error) {
-			return c.StaticConfig(ctx, stream, group)
-		},
-		Info:       (*cg.Client).StaticInfo,
-		MemberInfo: (*cg.Client).StaticMemberInfo,
-		StepDown:   (*cg.Client).StaticStepDown,
-		Delete:     (*cg.Client).DeleteStatic,
-		Join:       (*cg.Client).JoinStatic,
-		Owns:       "its member consumers (<group>-<member>)",
+// owns says what delete removes of a group of kind k besides its stored
+// configuration.
+func owns(k cg.Kind) string {
+	if k.HasWorkStream() {
+		return "its work-queue stream (<stream>-<group>, with the member consumers on it)"
 	}
-}
-
-// Elastic is the elastic kind: members consume from the group's hidden
-// work-queue stream <stream>-<group>.
-func Elastic() Kind {
-	return Kind{
-		Name: "elastic",
-		List: (*cg.Client).ListElastic,
-		Config: func(c *cg.Client, ctx context.Context, stream, group string) (cg.GroupConfig, error) {
-			return c.ElasticConfig(ctx, stream, group)
-		},
-		Info:       (*cg.Client).ElasticInfo,
-		MemberInfo: (*cg.Client).ElasticMemberInfo,
-		StepDown:   (*cg.Client).ElasticStepDown,
-		Delete:     (*cg.Client).DeleteElastic,
-		Join:       (*cg.Client).JoinElastic,
-		WorkStream: cg.WorkStreamName,
-		Owns:       "its work-queue stream (<stream>-<group>, with the member consumers on it)",
-	}
+	return "its member consumers (<group>-<member>)"
 }
 
 // AddCommands mounts the shared verbs of kind k under parent.
-func AddCommands(parent *cobra.Command, f *factory.Factory, k Kind) {
+func AddCommands(parent *cobra.Command, f *factory.Factory, k cg.Kind) {
 	parent.AddCommand(
-		NewCmdLs(f, k, nil),
-		NewCmdInfo(f, k, nil),
-		NewCmdMemberInfo(f, k, nil),
-		NewCmdStepDown(f, k, nil),
-		NewCmdDelete(f, k, nil),
-		NewCmdConsume(f, k, nil),
-		NewCmdWatch(f, k, nil),
+		NewCmdLs(f, k),
+		NewCmdInfo(f, k),
+		NewCmdMemberInfo(f, k),
+		NewCmdStepDown(f, k),
+		NewCmdDelete(f, k),
+		NewCmdConsume(f, k),
+		NewCmdWatch(f, k),
 	)
 }
 
@@ -175,18 +129,18 @@ func storableMember(name string) bool {
 
 // Wrap words an engine error for people, as the shared verbs do: what
 // went wrong and which command shows more.
-func Wrap(err error, k Kind, stream, group string) error { return wrap(err, k, stream, group) }
+func Wrap(err error, k cg.Kind, stream, group string) error { return wrap(err, k, stream, group) }
 
 // wrap words engine errors for people: what went wrong and what to do.
-func wrap(err error, k Kind, stream, group string) error {
+func wrap(err error, k cg.Kind, stream, group string) error {
 	if err == nil {
 		return nil
 	}
 	switch {
 	case isErr(err, cg.ErrGroupNotFound):
-		return fmt.Errorf("%w; list groups with 'cg %s ls %s'", err, k.Name, stream)
+		return fmt.Errorf("%w; list groups with 'cg %s ls %s'", err, k, stream)
 	case isErr(err, cg.ErrMemberNotFound):
-		return fmt.Errorf("%w; see 'cg %s info %s %s'", err, k.Name, stream, group)
+		return fmt.Errorf("%w; see 'cg %s info %s %s'", err, k, stream, group)
 	}
 	return err
 }

@@ -11,12 +11,13 @@ import (
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // LsOptions are the bound arguments of ls.
 type LsOptions struct {
 	F      *factory.Factory
-	Kind   Kind
+	Kind   cg.Kind
 	Stream string
 }
 
@@ -30,19 +31,16 @@ type LsEntry struct {
 }
 
 // NewCmdLs builds `cg <kind> ls <stream>`.
-func NewCmdLs(f *factory.Factory, k Kind, runF func(context.Context, *LsOptions) error) *cobra.Command {
+func NewCmdLs(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &LsOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "ls <stream>",
 		Aliases: []string{"list"},
-		Short:   fmt.Sprintf("List the %s groups on a stream", k.Name),
-		Example: fmt.Sprintf("  cg %s ls ORDERS\n  cg %s ls ORDERS --json", k.Name, k.Name),
+		Short:   fmt.Sprintf("List the %s groups on a stream", k),
+		Example: fmt.Sprintf("  cg %s ls ORDERS\n  cg %s ls ORDERS --json", k, k),
 		Args:    Args("stream"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream = args[0]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return lsRun(cmd.Context(), opts)
 		},
 	}
@@ -54,14 +52,14 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	names, err := o.Kind.List(c, ctx, o.Stream)
+	names, err := c.List(ctx, o.Kind, o.Stream)
 	if err != nil {
 		return err
 	}
 	entries := make([]LsEntry, 0, len(names))
 	for _, n := range names {
 		e := LsEntry{Group: n, Members: []string{}}
-		cfg, err := o.Kind.Config(c, ctx, o.Stream, n)
+		cfg, err := c.Config(ctx, o.Kind, o.Stream, n)
 		if err != nil {
 			e.Error = hints.Error(err)
 		} else {
@@ -76,7 +74,7 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 		return render.JSON(ios.Out, entries)
 	}
 	if len(entries) == 0 {
-		fmt.Fprintf(ios.ErrOut, "no %s groups on stream %s; create one with 'cg %s create ...'\n", o.Kind.Name, o.Stream, o.Kind.Name)
+		fmt.Fprintf(ios.ErrOut, "no %s groups on stream %s; create one with 'cg %s create ...'\n", o.Kind, o.Stream, o.Kind)
 		return nil
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())

@@ -11,29 +11,27 @@ import (
 
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // MemberInfoOptions are the bound arguments of member-info.
 type MemberInfoOptions struct {
 	F                     *factory.Factory
-	Kind                  Kind
+	Kind                  cg.Kind
 	Stream, Group, Member string
 }
 
 // NewCmdMemberInfo builds `cg <kind> member-info <stream> <group> <member>`.
-func NewCmdMemberInfo(f *factory.Factory, k Kind, runF func(context.Context, *MemberInfoOptions) error) *cobra.Command {
+func NewCmdMemberInfo(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &MemberInfoOptions{F: f, Kind: k}
 	return &cobra.Command{
 		Use:     "member-info <stream> <group> <member>",
 		Aliases: []string{"memberinfo", "minfo"},
 		Short:   "Show one member: its partitions, consumer, pin and backlog",
-		Example: fmt.Sprintf("  cg %s member-info ORDERS fulfillment m1", k.Name),
+		Example: fmt.Sprintf("  cg %s member-info ORDERS fulfillment m1", k),
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return memberInfoRun(cmd.Context(), opts)
 		},
 	}
@@ -44,13 +42,13 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	if err != nil {
 		return err
 	}
-	ms, err := o.Kind.MemberInfo(c, ctx, o.Stream, o.Group, o.Member)
+	ms, err := c.MemberInfo(ctx, o.Kind, o.Stream, o.Group, o.Member)
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		return render.JSON(ios.Out, ms)
+		return render.JSON(ios.Out, memberStatusView(ms))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	kv := render.NewKeyValues(ios.Out)
@@ -58,12 +56,12 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	kv.Add("Group", o.Group+" on "+o.Stream)
 	kv.Add("Partitions", fmt.Sprintf("%s (%d)", Ranges(ms.Partitions), len(ms.Partitions)))
 	consumer := ms.Consumer
-	if o.Kind.WorkStream != nil {
+	if o.Kind.HasWorkStream() {
 		consumer += " on " + o.Kind.WorkStream(o.Stream, o.Group)
 	}
 	kv.Add("Consumer", consumer)
 	kv.Add("Filters", strings.Join(ms.Filters, " "))
-	kv.Add("Status", status(cs, ms, o.Kind.WorkStream != nil))
+	kv.Add("Status", status(cs, ms, o.Kind.HasWorkStream()))
 	kv.Add("Pinned", pinned(ms, time.Now()))
 	kv.Add("Standbys", strconv.Itoa(ms.Standbys))
 	kv.Add("Pending", strconv.FormatUint(ms.Pending, 10))

@@ -8,29 +8,27 @@ import (
 
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // StepDownOptions are the bound arguments of step-down.
 type StepDownOptions struct {
 	F                     *factory.Factory
-	Kind                  Kind
+	Kind                  cg.Kind
 	Stream, Group, Member string
 }
 
 // NewCmdStepDown builds `cg <kind> step-down <stream> <group> <member>`.
-func NewCmdStepDown(f *factory.Factory, k Kind, runF func(context.Context, *StepDownOptions) error) *cobra.Command {
+func NewCmdStepDown(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &StepDownOptions{F: f, Kind: k}
 	return &cobra.Command{
 		Use:     "step-down <stream> <group> <member>",
 		Aliases: []string{"stepdown", "sd"},
 		Short:   "Unpin a member's active instance so the server pins a standby",
-		Example: fmt.Sprintf("  cg %s step-down ORDERS fulfillment m1", k.Name),
+		Example: fmt.Sprintf("  cg %s step-down ORDERS fulfillment m1", k),
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
 			return stepDownRun(cmd.Context(), opts)
 		},
 	}
@@ -41,13 +39,13 @@ func stepDownRun(ctx context.Context, o *StepDownOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := o.Kind.StepDown(c, ctx, o.Stream, o.Group, o.Member)
+	res, err := c.StepDown(ctx, o.Kind, o.Stream, o.Group, o.Member)
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		return render.JSON(ios.Out, res)
+		return render.JSON(ios.Out, stepDownView(res))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	if res.NothingPinned {

@@ -21,19 +21,19 @@ import (
 // WatchOptions are the bound arguments and flags of watch.
 type WatchOptions struct {
 	F             *factory.Factory
-	Kind          Kind
+	Kind          cg.Kind
 	Stream, Group string
 	Interval      time.Duration
 	Count         int
 }
 
 // NewCmdWatch builds `cg <kind> watch <stream> <group>`.
-func NewCmdWatch(f *factory.Factory, k Kind, runF func(context.Context, *WatchOptions) error) *cobra.Command {
+func NewCmdWatch(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts := &WatchOptions{F: f, Kind: k}
 	cmd := &cobra.Command{
 		Use:     "watch <stream> <group>",
 		Aliases: []string{"top"},
-		Short:   fmt.Sprintf("Watch %s group live: instances, pins, lag, rates and a status per partition", k.article()),
+		Short:   fmt.Sprintf("Watch %s group live: instances, pins, lag, rates and a status per partition", article(k)),
 		Long: "Watch a group live. Every interval it samples the group and shows each member's instances,\n" +
 			"pinned instance and standbys, and each partition's pending messages, the age of the oldest,\n" +
 			"how fast the backlog changes, and a status: ok; lagging (the backlog only grew over the last\n" +
@@ -42,15 +42,12 @@ func NewCmdWatch(f *factory.Factory, k Kind, runF func(context.Context, *WatchOp
 			"could not be read). Pin and unpin events come from the server's advisories.\n\n" +
 			"On a terminal the view is redrawn in place; otherwise, or with --json, one snapshot is printed\n" +
 			"per interval (a text block, or one JSON document per line). Ctrl-C stops it.",
-		Example: fmt.Sprintf("  cg %s watch ORDERS fulfillment\n  cg %s top ORDERS fulfillment --interval 5s\n  cg %s watch ORDERS fulfillment --json --count 10", k.Name, k.Name, k.Name),
+		Example: fmt.Sprintf("  cg %s watch ORDERS fulfillment\n  cg %s top ORDERS fulfillment --interval 5s\n  cg %s watch ORDERS fulfillment --json --count 10", k, k, k),
 		Args:    Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			if opts.Interval <= 0 {
 				return cmdutil.UsageErrorf("--interval must be more than 0, such as 1s")
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return watchRun(cmd.Context(), opts)
 		},
@@ -72,7 +69,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	ios := o.F.IOStreams
 	sampler := cg.NewSampler()
 	cstream := o.Stream
-	if o.Kind.WorkStream != nil {
+	if o.Kind.HasWorkStream() {
 		cstream = o.Kind.WorkStream(o.Stream, o.Group)
 	}
 	stop, err := c.WatchPins(cstream, sampler.AddPin)
@@ -94,7 +91,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 			case <-tick.C:
 			}
 		}
-		gi, err := o.Kind.Info(c, ctx, o.Stream, o.Group)
+		gi, err := c.Info(ctx, o.Kind, o.Stream, o.Group)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: a clean stop

@@ -105,7 +105,7 @@ func TestWatchRedrawsOnATerminal(t *testing.T) {
 		ios.SetColorEnabled(color)
 		f := factory.New(ios, func(k string) string { return map[string]string{"NATS_URL": s.ClientURL()}[k] })
 		defer f.Close()
-		cmd := NewCmdWatch(f, Static(), nil)
+		cmd := NewCmdWatch(f, cg.KindStatic)
 		cmd.SetArgs([]string{"S", "g", "--count", "2", "--interval", "10ms"})
 		if err := cmd.ExecuteContext(ctx); err != nil {
 			t.Fatal(err)

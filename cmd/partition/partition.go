@@ -51,7 +51,7 @@ type Output struct {
 }
 
 // NewCmd builds `cg partition [subject]`.
-func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+func NewCmd(f *factory.Factory) *cobra.Command {
 	opts := &Options{F: f}
 	var filter string
 	cmd := &cobra.Command{
@@ -77,9 +77,6 @@ func NewCmd(f *factory.Factory, runF func(context.Context, *Options) error) *cob
 			}
 			if err := bind(cmd, opts, filter); err != nil {
 				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return run(cmd.Context(), opts)
 		},
@@ -158,7 +155,7 @@ func run(ctx context.Context, o *Options) error {
 		if filters, owners, err = readGroup(ctx, o); err != nil {
 			return err
 		}
-		out.Stream, out.Group, out.Kind, out.Partitions = o.Stream, o.Group, kind(o).Name, owners.Partitions
+		out.Stream, out.Group, out.Kind, out.Partitions = o.Stream, o.Group, string(kind(o)), owners.Partitions
 	}
 	var loc cg.KeyLocation
 	if len(o.Keys) > 0 {
@@ -214,11 +211,11 @@ func run(ctx context.Context, o *Options) error {
 	return kv.Render()
 }
 
-func kind(o *Options) group.Kind {
+func kind(o *Options) cg.Kind {
 	if o.Elastic {
-		return group.Elastic()
+		return cg.KindElastic
 	}
-	return group.Static()
+	return cg.KindStatic
 }
 
 // readGroup reads the partitioning filters and the ownership of the

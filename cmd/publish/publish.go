@@ -41,9 +41,9 @@ type Options struct {
 }
 
 // NewCmd returns `cg publish`.
-func NewCmd(f *factory.Factory) *cobra.Command { return newCmdPublish(f, nil) }
+func NewCmd(f *factory.Factory) *cobra.Command { return newCmdPublish(f) }
 
-func newCmdPublish(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+func newCmdPublish(f *factory.Factory) *cobra.Command {
 	opts := &Options{
 		IO: f.IOStreams,
 		Client: func() (jetstream.JetStream, error) {
@@ -85,9 +85,6 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 			opts.JSON = f.JSON
 			if err := traffic.ValidateKey(opts.KeyPrefix + "1"); err != nil {
 				return cmdutil.UsageErrorf("--key-prefix %q: keys must not contain '.', '*', '>' or white space; use one such as cust-", opts.KeyPrefix)
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
 			}
 			return publishRun(cmd.Context(), opts)
 		},

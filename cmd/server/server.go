@@ -180,10 +180,10 @@ type serverView struct {
 
 // NewCmd returns `cg server`.
 func NewCmd(f *factory.Factory) *cobra.Command {
-	return newCmdServer(f, nil)
+	return newCmdServer(f)
 }
 
-func newCmdServer(f *factory.Factory, runF func(context.Context, *serveOptions) error) *cobra.Command {
+func newCmdServer(f *factory.Factory) *cobra.Command {
 	opts := &serveOptions{IO: f.IOStreams}
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -199,9 +199,6 @@ interrupted (Ctrl-C or SIGTERM).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.JSON = f.JSON
-			if runF != nil {
-				return runF(c.Context(), opts)
-			}
 			return serveRun(c.Context(), opts)
 		},
 	}

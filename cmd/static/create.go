@@ -58,7 +58,7 @@ func checkFilters(fs []string) error {
 // newCmdCreate builds one of the create verbs: both bind the same
 // positional identity and --filter, and differ in how the arguments after
 // max-members become membership.
-func newCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions) error, cmd *cobra.Command, last string,
+func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 	membership func(cfg *cg.StaticConfig, args []string) error) *cobra.Command {
 	opts := &CreateOptions{F: f}
 	var filters []string
@@ -90,9 +90,6 @@ func newCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 		if err := opts.Config.Validate(); err != nil {
 			return cmdutil.NewUsageError(err)
 		}
-		if runF != nil {
-			return runF(cmd.Context(), opts)
-		}
 		return createRun(cmd.Context(), opts)
 	}
 	bindFilters(cmd, &filters)
@@ -100,8 +97,8 @@ func newCmdCreate(f *factory.Factory, runF func(context.Context, *CreateOptions)
 }
 
 // NewCmdCreateBalanced builds `cg static create balanced`.
-func NewCmdCreateBalanced(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
-	return newCmdCreate(f, runF, &cobra.Command{
+func NewCmdCreateBalanced(f *factory.Factory) *cobra.Command {
+	return newCmdCreate(f, &cobra.Command{
 		Use:   "balanced <stream> <group> <max-members> <member>...",
 		Short: "Create a static group whose partitions are spread evenly over a member list",
 		Long: "Create a static group over a stream whose subject transform starts with {{partition(N,...)}},\n" +
@@ -115,8 +112,8 @@ func NewCmdCreateBalanced(f *factory.Factory, runF func(context.Context, *Create
 }
 
 // NewCmdCreateMapped builds `cg static create mapped`.
-func NewCmdCreateMapped(f *factory.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
-	return newCmdCreate(f, runF, &cobra.Command{
+func NewCmdCreateMapped(f *factory.Factory) *cobra.Command {
+	return newCmdCreate(f, &cobra.Command{
 		Use:   "mapped <stream> <group> <max-members> <member:p,p,...>...",
 		Short: "Create a static group with explicit member to partition mappings",
 		Long: "Create a static group whose partitions are handed out explicitly, e.g. to give a hot key's\n" +

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // NewCmd builds `cg static`.
@@ -25,8 +26,8 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 		Use:   "create",
 		Short: "Create a static group (balanced or mapped)",
 	}
-	create.AddCommand(NewCmdCreateBalanced(f, nil), NewCmdCreateMapped(f, nil))
+	create.AddCommand(NewCmdCreateBalanced(f), NewCmdCreateMapped(f))
 	cmd.AddCommand(create)
-	group.AddCommands(cmd, f, group.Static())
+	group.AddCommands(cmd, f, cg.KindStatic)
 	return cmd
 }

@@ -1,0 +1,150 @@
+package group
+
+// The --json views of info, member-info, step-down and delete: what scripts read, declared
+// here in the CLI rather than borrowed from the engine, so that a change
+// to an engine struct cannot silently change the CLI's JSON. Each view
+// keeps the field names, tags and order the engine types had when the
+// commands marshalled them directly (the golden JSON tests hold the bytes).
+
+import (
+	"time"
+
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// GroupInfoView is info --json: a group's configuration and the state of
+// its members.
+type GroupInfoView struct {
+	Kind         string             `json:"kind"`
+	Stream       string             `json:"stream"`
+	Group        string             `json:"group"`
+	Config       cg.GroupConfig     `json:"config"` // the stored configuration, in its on-server form
+	Partitions   int                `json:"partitions"`
+	Mode         string             `json:"mode"`
+	Filters      []string           `json:"filters"`
+	Owners       []string           `json:"owners"`
+	Members      []MemberStatusView `json:"members"`
+	WorkStream   string             `json:"work_stream,omitempty"`
+	Backlog      []uint64           `json:"backlog,omitempty"`
+	SourcingLag  *uint64            `json:"sourcing_lag,omitempty"`
+	PartitionLag []PartitionLagView `json:"partition_lag,omitempty"`
+	LagMethod    string             `json:"lag_method,omitempty"`
+	LagError     string             `json:"lag_error,omitempty"`
+	SampledAt    time.Time          `json:"sampled_at,omitzero"`
+}
+
+// MemberStatusView is member-info --json, and one member in info --json.
+type MemberStatusView struct {
+	Member               string    `json:"member"`
+	Partitions           []int     `json:"partitions"`
+	Consumer             string    `json:"consumer"`
+	ConsumerExists       bool      `json:"consumer_exists"`
+	Active               bool      `json:"active"`
+	Pinned               bool      `json:"pinned"`
+	PinID                string    `json:"pin_id,omitempty"`
+	PinnedSince          time.Time `json:"pinned_since,omitzero"`
+	Waiting              int       `json:"waiting"`
+	Standbys             int       `json:"standbys"`
+	Pending              uint64    `json:"pending"`
+	AckPending           int       `json:"ack_pending"`
+	Delivered            uint64    `json:"delivered_stream_seq"`
+	AckFloor             uint64    `json:"ack_floor_stream_seq"`
+	Filters              []string  `json:"filters"`
+	DeliveredConsumerSeq uint64    `json:"delivered_consumer_seq"`
+	AckFloorConsumerSeq  uint64    `json:"ack_floor_consumer_seq"`
+	Lag                  *LagView  `json:"lag,omitempty"`
+	Unusable             string    `json:"unusable,omitempty"`
+}
+
+// LagView is what a member or partition has not acked yet and how old the
+// oldest of it is.
+type LagView struct {
+	Pending    uint64    `json:"pending"`
+	OldestSeq  uint64    `json:"oldest_seq,omitempty"`
+	Oldest     time.Time `json:"oldest,omitzero"`
+	AgeSeconds float64   `json:"age_seconds"`
+}
+
+// PartitionLagView is the lag of one partition; the lag's fields sit
+// beside the partition's, as the embedded LagView puts them.
+type PartitionLagView struct {
+	Partition int    `json:"partition"`
+	Owner     string `json:"owner,omitempty"`
+	FromSeq   uint64 `json:"from_seq"`
+	Known     bool   `json:"known"`
+	LagView
+}
+
+// groupInfoView converts the engine's GroupInfo for info --json.
+func groupInfoView(gi cg.GroupInfo) GroupInfoView {
+	v := GroupInfoView{
+		Kind: gi.Kind, Stream: gi.Stream, Group: gi.Group, Config: gi.Config,
+		Partitions: gi.Partitions, Mode: gi.Mode, Filters: gi.Filters, Owners: gi.Owners,
+		WorkStream: gi.WorkStream, Backlog: gi.Backlog, SourcingLag: gi.SourcingLag,
+		LagMethod: gi.LagMethod, LagError: gi.LagError, SampledAt: gi.SampledAt,
+	}
+	if gi.Members != nil {
+		v.Members = make([]MemberStatusView, len(gi.Members))
+		for i, ms := range gi.Members {
+			v.Members[i] = memberStatusView(ms)
+		}
+	}
+	if gi.PartitionLag != nil {
+		v.PartitionLag = make([]PartitionLagView, len(gi.PartitionLag))
+		for i, pl := range gi.PartitionLag {
+			v.PartitionLag[i] = PartitionLagView{
+				Partition: pl.Partition, Owner: pl.Owner, FromSeq: pl.FromSeq, Known: pl.Known,
+				LagView: lagView(pl.Lag),
+			}
+		}
+	}
+	return v
+}
+
+// memberStatusView converts the engine's MemberStatus for --json.
+func memberStatusView(ms cg.MemberStatus) MemberStatusView {
+	v := MemberStatusView{
+		Member: ms.Member, Partitions: ms.Partitions, Consumer: ms.Consumer,
+		ConsumerExists: ms.ConsumerExists, Active: ms.Active, Pinned: ms.Pinned,
+		PinID: ms.PinID, PinnedSince: ms.PinnedSince, Waiting: ms.Waiting, Standbys: ms.Standbys,
+		Pending: ms.Pending, AckPending: ms.AckPending, Delivered: ms.Delivered, AckFloor: ms.AckFloor,
+		Filters: ms.Filters, DeliveredConsumerSeq: ms.DeliveredConsumerSeq,
+		AckFloorConsumerSeq: ms.AckFloorConsumerSeq, Unusable: ms.Unusable,
+	}
+	if ms.Lag != nil {
+		l := lagView(*ms.Lag)
+		v.Lag = &l
+	}
+	return v
+}
+
+func lagView(l cg.Lag) LagView {
+	return LagView{Pending: l.Pending, OldestSeq: l.OldestSeq, Oldest: l.Oldest, AgeSeconds: l.AgeSeconds}
+}
+
+// StepDownView is step-down --json.
+type StepDownView struct {
+	Member        string `json:"member"`
+	Consumer      string `json:"consumer"`
+	PrevPinID     string `json:"previous_pin_id"`
+	NothingPinned bool   `json:"nothing_pinned,omitempty"`
+	Why           string `json:"why,omitempty"`
+}
+
+// stepDownView converts the engine's StepDownResult for --json.
+func stepDownView(r cg.StepDownResult) StepDownView {
+	return StepDownView{Member: r.Member, Consumer: r.Consumer, PrevPinID: r.PrevPinID, NothingPinned: r.NothingPinned, Why: r.Why}
+}
+
+// DeleteView is delete --json.
+type DeleteView struct {
+	Key        string   `json:"key"`
+	Consumers  []string `json:"deleted_consumers"`
+	WorkStream string   `json:"deleted_work_stream,omitempty"`
+	Kept       []string `json:"kept,omitempty"`
+}
+
+// deleteView converts the engine's DeleteResult for --json.
+func deleteView(r cg.DeleteResult) DeleteView {
+	return DeleteView{Key: r.Key, Consumers: r.Consumers, WorkStream: r.WorkStream, Kept: r.Kept}
+}
