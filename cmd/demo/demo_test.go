@@ -52,6 +52,10 @@ func TestDemoEndToEnd(t *testing.T) {
 	if byM1 == 0 || byM2 == 0 {
 		t.Fatalf("by instance %v", v.ByInstance)
 	}
+	// m2 runs concurrent lanes by default; order is still counted above.
+	if v.M2Concurrency != 4 {
+		t.Fatalf("m2 concurrency %d, want the default 4", v.M2Concurrency)
+	}
 	for _, want := range []string{"Started a NATS server", "Created stream ORDERS", "Created static group fulfillment",
 		"m1 owns 0-4, m2 owns 5-9", "Stepping m1 down", "Killing m1/", "pinned (pin", "all ", "Status after the failover"} {
 		if !strings.Contains(r.Err, want) {
@@ -93,6 +97,7 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"demo", "--sleep", "5"}, "no unit"},
 		{[]string{"demo", "--sleep", "2s"}, "--sleep"},
 		{[]string{"demo", "--keys", "0"}, "below the minimum"},
+		{[]string{"demo", "--concurrency", "0"}, "--concurrency"},
 		{[]string{"demo", "extra"}, `unknown walkthrough "extra": use cg demo static or cg demo elastic`},
 		{[]string{"demo", "static", "elastic"}, "one walkthrough"},
 		{[]string{"demo", "elastic", "--phase", "11s"}, "--phase"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,8 +54,9 @@ func (d *staticWalk) setup(ctx context.Context) error {
 
 	d.step("Starting three instances, each on its own NATS connection",
 		"m1/a and m1/b are two instances of member m1: one is pinned, the other waits as a hot standby.",
-		fmt.Sprintf("m2/a runs member m2. Each handler works %v on a message, then double-acks it.", o.Sleep),
-		"(cg static consume ORDERS fulfillment m1 --sleep "+o.Sleep.String()+", twice, and once for m2)")
+		fmt.Sprintf("m2/a runs member m2 with %d handler calls at once: different customers at once, each", o.Concurrency),
+		fmt.Sprintf("customer's orders still one at a time, in order. Each handler works %v on a message, then double-acks it.", o.Sleep),
+		"(cg static consume ORDERS fulfillment m1 --sleep "+o.Sleep.String()+", twice; for m2 the same with --concurrency "+strconv.Itoa(o.Concurrency)+")")
 	for _, spec := range [][2]string{{"m1", "m1/a"}, {"m1", "m1/b"}, {"m2", "m2/a"}} {
 		if err := d.startInstance(ctx, spec[0], spec[1]); err != nil {
 			return err
