@@ -106,7 +106,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 		snap := sampler.Add(gi)
 		switch {
 		case o.F.JSON:
-			err = js.Encode(snap)
+			err = encodeSnapshot(js, snap)
 		case redraw:
 			var b strings.Builder
 			b.WriteString(clearScreen)
@@ -282,3 +282,6 @@ func statusWord(cs *render.ColorScheme, s cg.PartitionStatus) string {
 	}
 	return cs.Red(string(s))
 }
+
+// encodeSnapshot writes one snapshot as a --json line.
+func encodeSnapshot(js *render.JSONStream, s cg.Snapshot) error { return js.Encode(s) }

@@ -16,6 +16,36 @@ import (
 // with a member that has no instance. go test ./cmd/group -run Golden
 // -update rewrites them.
 func TestGoldenWatchFrames(t *testing.T) {
+	for name, s := range goldenSnapshots() {
+		var b strings.Builder
+		renderSnapshot(&b, render.NewColorScheme(false), s, time.Second)
+		clitest.Golden(t, "watch-frame-"+name, b.String())
+	}
+}
+
+// TestGoldenWatchJSON: watch --json's line for the same snapshots, with
+// rates set so that every field shows.
+func TestGoldenWatchJSON(t *testing.T) {
+	rate, ack := -1.5, 12.25
+	for name, s := range goldenSnapshots() {
+		s.AckRate, s.IntervalSeconds = &ack, 1
+		s.Members = append([]cg.MemberSnapshot(nil), s.Members...)
+		s.Members[0].AckRate = &ack
+		s.Members[0].Lag = &cg.Lag{Pending: 5, OldestSeq: 1, Oldest: s.Time.Add(-3 * time.Second), AgeSeconds: 3}
+		s.Partitions = append([]cg.PartitionSnapshot(nil), s.Partitions...)
+		s.Partitions[1].Rate = &rate
+		var b strings.Builder
+		if err := encodeSnapshot(render.NewJSONStream(&b), s); err != nil {
+			t.Fatal(err)
+		}
+		clitest.Golden(t, "watch-json-"+name, b.String())
+	}
+}
+
+// goldenSnapshots are fixed samples: a static group with a stalled, a
+// lagging and an unowned partition, a standby and pin events; an elastic
+// group with a member that has no instance.
+func goldenSnapshots() map[string]cg.Snapshot {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	static := cg.Snapshot{Seq: 4, Time: at, Kind: "static", Stream: "ORDERS", Group: "g", Pending: 9,
 		Statuses: map[cg.PartitionStatus]int{cg.StatusOK: 3, cg.StatusStalled: 1, cg.StatusLagging: 1, cg.StatusUnowned: 1},
@@ -56,9 +86,5 @@ func TestGoldenWatchFrames(t *testing.T) {
 		}
 		elastic.Partitions = append(elastic.Partitions, ps)
 	}
-	for name, s := range map[string]cg.Snapshot{"watch-frame-static": static, "watch-frame-elastic": elastic} {
-		var b strings.Builder
-		renderSnapshot(&b, render.NewColorScheme(false), s, time.Second)
-		clitest.Golden(t, name, b.String())
-	}
+	return map[string]cg.Snapshot{"static": static, "elastic": elastic}
 }
