@@ -1,6 +1,6 @@
 package group
 
-// The --json views of info, member-info, step-down and delete: what scripts read, declared
+// The --json views of info, member-info, step-down, delete and watch: what scripts read, declared
 // here in the CLI rather than borrowed from the engine, so that a change
 // to an engine struct cannot silently change the CLI's JSON. Each view
 // keeps the field names, tags and order the engine types had when the
@@ -147,4 +147,100 @@ type DeleteView struct {
 // deleteView converts the engine's DeleteResult for --json.
 func deleteView(r cg.DeleteResult) DeleteView {
 	return DeleteView{Key: r.Key, Consumers: r.Consumers, WorkStream: r.WorkStream, Kept: r.Kept}
+}
+
+// SnapshotView is one watch --json line: one sample of a group.
+type SnapshotView struct {
+	Seq             int                   `json:"seq"`
+	Time            time.Time             `json:"time"`
+	Kind            string                `json:"kind"`
+	Stream          string                `json:"stream"`
+	Group           string                `json:"group"`
+	IntervalSeconds float64               `json:"interval_seconds"`
+	Pending         uint64                `json:"pending"`
+	AckRate         *float64              `json:"ack_rate,omitempty"`
+	Statuses        map[string]int        `json:"statuses"`
+	Members         []MemberSnapshotView  `json:"members"`
+	Partitions      []PartitionSampleView `json:"partitions"`
+	Events          []PinEventView        `json:"events"`
+	LagError        string                `json:"lag_error,omitempty"`
+}
+
+// MemberSnapshotView is one member in a watch --json line.
+type MemberSnapshotView struct {
+	Member      string    `json:"member"`
+	Partitions  []int     `json:"partitions"`
+	Status      string    `json:"status"`
+	Live        bool      `json:"live"`
+	Instances   int       `json:"instances"`
+	Standbys    int       `json:"standbys"`
+	PinID       string    `json:"pin_id,omitempty"`
+	PinnedSince time.Time `json:"pinned_since,omitzero"`
+	Lag         *LagView  `json:"lag,omitempty"`
+	AckRate     *float64  `json:"ack_rate,omitempty"`
+}
+
+// PartitionSampleView is one partition in a watch --json line; the lag's
+// fields sit beside the partition's.
+type PartitionSampleView struct {
+	Partition int    `json:"partition"`
+	Owner     string `json:"owner,omitempty"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	Known     bool   `json:"known"`
+	LagView
+	Rate *float64 `json:"rate,omitempty"`
+}
+
+// PinEventView is one pin change in a watch --json line.
+type PinEventView struct {
+	Time     time.Time `json:"time"`
+	Event    string    `json:"event"`
+	Member   string    `json:"member,omitempty"`
+	Consumer string    `json:"consumer"`
+	PinID    string    `json:"pin_id,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// snapshotView converts the engine's Snapshot for watch --json.
+func snapshotView(s cg.Snapshot) SnapshotView {
+	v := SnapshotView{
+		Seq: s.Seq, Time: s.Time, Kind: s.Kind, Stream: s.Stream, Group: s.Group,
+		IntervalSeconds: s.IntervalSeconds, Pending: s.Pending, AckRate: s.AckRate, LagError: s.LagError,
+	}
+	if s.Statuses != nil {
+		v.Statuses = make(map[string]int, len(s.Statuses))
+		for st, n := range s.Statuses {
+			v.Statuses[string(st)] = n
+		}
+	}
+	if s.Members != nil {
+		v.Members = make([]MemberSnapshotView, len(s.Members))
+		for i, m := range s.Members {
+			v.Members[i] = MemberSnapshotView{
+				Member: m.Member, Partitions: m.Partitions, Status: string(m.Status), Live: m.Live,
+				Instances: m.Instances, Standbys: m.Standbys, PinID: m.PinID, PinnedSince: m.PinnedSince, AckRate: m.AckRate,
+			}
+			if m.Lag != nil {
+				l := lagView(*m.Lag)
+				v.Members[i].Lag = &l
+			}
+		}
+	}
+	if s.Partitions != nil {
+		v.Partitions = make([]PartitionSampleView, len(s.Partitions))
+		for i, p := range s.Partitions {
+			v.Partitions[i] = PartitionSampleView{
+				Partition: p.Partition, Owner: p.Owner, Status: string(p.Status), Reason: p.Reason,
+				Known: p.Known, LagView: lagView(p.Lag), Rate: p.Rate,
+			}
+		}
+	}
+	if s.Events != nil {
+		v.Events = make([]PinEventView, len(s.Events))
+		for i, e := range s.Events {
+			v.Events[i] = PinEventView{Time: e.Time, Event: e.Event, Member: e.Member, Consumer: e.Consumer, PinID: e.PinID, Reason: e.Reason}
+		}
+	}
+	return v
 }

@@ -284,4 +284,4 @@ func statusWord(cs *render.ColorScheme, s cg.PartitionStatus) string {
 }
 
 // encodeSnapshot writes one snapshot as a --json line.
-func encodeSnapshot(js *render.JSONStream, s cg.Snapshot) error { return js.Encode(s) }
+func encodeSnapshot(js *render.JSONStream, s cg.Snapshot) error { return js.Encode(snapshotView(s)) }
