@@ -305,7 +305,7 @@ func (d *elasticWalk) ownerName(m string) string {
 // their pinned instance, then owner, backlog and latest handler per
 // partition, and the work stream's sourcing lag.
 func (d *elasticWalk) status(ctx context.Context, title string, why ...string) {
-	gi, err := d.admin.ElasticInfo(ctx, streamName, groupName)
+	gi, err := d.admin.Info(ctx, cg.KindElastic, streamName, groupName)
 	if err != nil {
 		d.logf("%s: %v", title, err)
 		return

@@ -82,7 +82,7 @@ func (d *staticWalk) steps(ctx context.Context, v *Verdict) error {
 		"(cg static step-down ORDERS fulfillment m1)")
 	v.StepDown = &Failover{}
 	stepAt := time.Now()
-	sd, err := d.admin.StaticStepDown(ctx, streamName, groupName, "m1")
+	sd, err := d.admin.StepDown(ctx, cg.KindStatic, streamName, groupName, "m1")
 	if err != nil {
 		d.logf("step-down failed: %v", err)
 	} else {
@@ -137,7 +137,7 @@ func (d *staticWalk) steps(ctx context.Context, v *Verdict) error {
 // pinned finds the instance of member holding the server's pin, or else
 // the one that handled its latest message.
 func (d *staticWalk) pinned(ctx context.Context, member string) *instance {
-	if ms, err := d.admin.StaticMemberInfo(ctx, streamName, groupName, member); err == nil && ms.PinID != "" {
+	if ms, err := d.admin.MemberInfo(ctx, cg.KindStatic, streamName, groupName, member); err == nil && ms.PinID != "" {
 		for _, in := range d.instances {
 			if in.member == member && in.m != nil && in.m.PinID() == ms.PinID {
 				return in
@@ -157,7 +157,7 @@ func (d *staticWalk) pinned(ctx context.Context, member string) *instance {
 // status prints the group as `cg static info` shows it, with the
 // instances' names and what each handled.
 func (d *staticWalk) status(ctx context.Context, title string) {
-	gi, err := d.admin.StaticInfo(ctx, streamName, groupName)
+	gi, err := d.admin.Info(ctx, cg.KindStatic, streamName, groupName)
 	if err != nil {
 		d.logf("%s: %v", title, err)
 		return

@@ -178,7 +178,7 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	}
 	// A group left by an earlier run (its configuration outlives the
 	// stream) goes first; cg and the reference keep it in the same place.
-	_, _ = cg.New(js).DeleteStatic(ctx, Stream, Group)
+	_, _ = cg.New(js).Delete(ctx, cg.KindStatic, Stream, Group)
 	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return res, err
 	}
@@ -191,7 +191,7 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	defer func() {
 		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = cg.New(js).DeleteStatic(cleanup, Stream, Group)
+		_, _ = cg.New(js).Delete(cleanup, cg.KindStatic, Stream, Group)
 		_ = js.DeleteStream(cleanup, Stream)
 	}()
 

@@ -259,6 +259,8 @@ func (c *Client) ElasticConfig(ctx context.Context, stream, group string) (Elast
 }
 
 // ListElastic returns the names of the elastic groups on stream.
+//
+// Deprecated: use [Client.List] with [KindElastic], the same call for either kind.
 func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, error) {
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return nil, err
@@ -270,6 +272,8 @@ func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, erro
 // (with the member consumers on it), nothing else: a stream of that name
 // that is not the group's own (WorkStreamOwned) is kept and reported in
 // Kept.
+//
+// Deprecated: use [Client.Delete] with [KindElastic], the same call for either kind.
 func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
 	if err := ValidateStoredGroupName(group); err != nil {
@@ -593,6 +597,8 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 
 // ElasticInfo returns an elastic group's configuration, member states,
 // per-partition backlog and lag in the work stream and its sourcing lag.
+//
+// Deprecated: use [Client.Info] with [KindElastic], the same call for either kind.
 func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
 	return c.elasticInfo(ctx, stream, group, lagScope{all: true})
 }
@@ -661,6 +667,8 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 }
 
 // ElasticMemberInfo returns one member's state, with its lag.
+//
+// Deprecated: use [Client.MemberInfo] with [KindElastic], the same call for either kind.
 func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
 	return c.elasticMemberInfo(ctx, stream, group, member, lagScope{member: member})
 }
@@ -679,6 +687,8 @@ func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member st
 }
 
 // ElasticStepDown unpins the member's pinned instance.
+//
+// Deprecated: use [Client.StepDown] with [KindElastic], the same call for either kind.
 func (c *Client) ElasticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
 	ms, err := c.elasticMemberInfo(ctx, stream, group, member, lagScope{})
 	if err != nil {

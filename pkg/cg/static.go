@@ -139,6 +139,8 @@ func (c *Client) StaticConfig(ctx context.Context, stream, group string) (Static
 }
 
 // ListStatic returns the names of the static groups on stream.
+//
+// Deprecated: use [Client.List] with [KindStatic], the same call for either kind.
 func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error) {
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return nil, err
@@ -203,6 +205,8 @@ func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*je
 
 // StaticInfo returns a static group's configuration, member states and
 // lag per member and per partition.
+//
+// Deprecated: use [Client.Info] with [KindStatic], the same call for either kind.
 func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
 	return c.staticInfo(ctx, stream, group, lagScope{all: true})
 }
@@ -234,6 +238,8 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 }
 
 // StaticMemberInfo returns one member's state, with its lag.
+//
+// Deprecated: use [Client.MemberInfo] with [KindStatic], the same call for either kind.
 func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
 	return c.staticMemberInfo(ctx, stream, group, member, lagScope{member: member})
 }
@@ -266,6 +272,8 @@ type StepDownResult struct {
 
 // StaticStepDown unpins the member's pinned instance so the server pins
 // another (a standby, or the same instance when it is the only one).
+//
+// Deprecated: use [Client.StepDown] with [KindStatic], the same call for either kind.
 func (c *Client) StaticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
 	ms, err := c.staticMemberInfo(ctx, stream, group, member, lagScope{})
 	if err != nil {
@@ -304,6 +312,8 @@ type DeleteResult struct {
 // (<group>-<member> for each configured member, when MemberConsumerOwned)
 // and nothing else: a consumer of that name that is not the member's is
 // kept and reported in Kept. Running members see the deletion and stop.
+//
+// Deprecated: use [Client.Delete] with [KindStatic], the same call for either kind.
 func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
 	if err := ValidateStoredGroupName(group); err != nil {
