@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cg-dev/cg/cmd.Version=$(VERSION) -X github.com/cg-dev/cg/cmd.Commit=$(COMMIT)
 
-.PHONY: build test lint check docs demo bench bench-all bench-compare snapshot clean
+.PHONY: build test lint check docs demo bench bench-all bench-compare chaos-concurrent snapshot clean
 
 build:
 	go build -ldflags '$(LDFLAGS)' -o cg .
@@ -43,7 +43,13 @@ bench-all: bench
 # the reference library and a plain pull consumer, back to back on one
 # in-process server; a few minutes. BENCHFLAGS=-short for a quick look.
 bench-compare:
-	go test -run '^$$' -bench '^Benchmark(Compare|CompareConcurrent|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
+	go test -run '^$$' -bench '^Benchmark(Compare|CompareConcurrent|Elastic|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
+
+# The chaos suite (kills, freezes, black holes, restarts, rebalance storms)
+# with every member running concurrent lanes: its per-key order and loss
+# counts then hold for concurrent members too. About 3 to 5 minutes.
+chaos-concurrent:
+	CG_CHAOS_CONCURRENCY=8 go test -race -count=1 -timeout 15m ./test/chaos/
 
 # Release builds use goreleaser from PATH; v2.15.1 is the newest that builds
 # with cg's Go. `make snapshot` builds every archive into dist/ (git-ignored)

@@ -41,6 +41,10 @@ const (
 const (
 	SystemCG    = "cg"
 	SystemPlain = "plain"
+	// SystemElastic is a cg elastic group over the same stream: its work
+	// stream sources the stream through the partitioning transforms, so
+	// its rate is publish (or preload) to handled, sourcing included.
+	SystemElastic = "elastic"
 )
 
 // Scenario is one cell of the matrix. A new dimension (issue 11's
@@ -139,7 +143,7 @@ func (e Env) connect(conns *[]*nats.Conn, mu *sync.Mutex) func() (jetstream.JetS
 }
 
 // Starters are the systems cg bench runs.
-var Starters = map[string]Starter{SystemCG: StartCG, SystemPlain: StartPlain}
+var Starters = map[string]Starter{SystemCG: StartCG, SystemPlain: StartPlain, SystemElastic: StartElastic}
 
 // Run runs one scenario: it makes the stream afresh, starts the system,
 // publishes sc.Messages messages over sc.Keys keys as fast as the server
@@ -179,6 +183,7 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	// A group left by an earlier run (its configuration outlives the
 	// stream) goes first; cg and the reference keep it in the same place.
 	_, _ = cg.New(js).Delete(ctx, cg.KindStatic, Stream, Group)
+	_, _ = cg.New(js).Delete(ctx, cg.KindElastic, Stream, Group)
 	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return res, err
 	}
@@ -192,6 +197,7 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = cg.New(js).Delete(cleanup, cg.KindStatic, Stream, Group)
+		_, _ = cg.New(js).Delete(cleanup, cg.KindElastic, Stream, Group)
 		_ = js.DeleteStream(cleanup, Stream)
 	}()
 
@@ -357,10 +363,14 @@ func MemberNames(n int) []string {
 // publishing starts with every member ready. The reference library names
 // its consumers as cg does.
 func WaitPinned(ctx context.Context, js jetstream.JetStream, members []string) error {
+	return waitPinned(ctx, js, Stream, members, func(m string) string { return cg.StaticConsumerName(Group, m) })
+}
+
+func waitPinned(ctx context.Context, js jetstream.JetStream, stream string, members []string, consumer func(string) string) error {
 	for _, m := range members {
-		name := cg.StaticConsumerName(Group, m)
+		name := consumer(m)
 		for {
-			if c, err := js.Consumer(ctx, Stream, name); err == nil {
+			if c, err := js.Consumer(ctx, stream, name); err == nil {
 				if ci, err := c.Info(ctx); err == nil && (ci.NumWaiting > 0 || pinned(ci)) {
 					break
 				}
@@ -429,6 +439,50 @@ func StartCG(ctx context.Context, connect func() (jetstream.JetStream, error), s
 		running = append(running, m)
 	}
 	if err := WaitPinned(ctx, js, members); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// StartElastic runs a cg elastic group over the stream: sc.Members
+// members balanced over sc.Partitions partitions, one instance each on its
+// own connection, consuming from the group's work stream.
+func StartElastic(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (func(), error) {
+	js, err := connect()
+	if err != nil {
+		return nil, err
+	}
+	members := MemberNames(sc.Members)
+	if _, err := cg.New(js).CreateElastic(ctx, Stream, Group, cg.ElasticConfig{MaxMembers: sc.Partitions, Members: members}); err != nil {
+		return nil, err
+	}
+	var running []*cg.Member
+	stop := func() {
+		for _, m := range running {
+			m.Stop()
+		}
+		for _, m := range running {
+			_ = m.Wait()
+		}
+	}
+	for _, name := range members {
+		mjs, err := connect()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		m, err := cg.New(mjs).JoinElastic(ctx, Stream, Group, name, func(_ context.Context, msg *cg.Msg) {
+			Work(sc, handle, msg.Headers())
+			_ = msg.Ack()
+		}, sc.memberOptions())
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		running = append(running, m)
+	}
+	if err := waitPinned(ctx, js, cg.WorkStreamName(Stream, Group), members, func(m string) string { return m }); err != nil {
 		stop()
 		return nil, err
 	}

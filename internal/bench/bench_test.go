@@ -2,13 +2,17 @@ package bench_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
 	"github.com/cg-dev/cg/internal/bench"
+	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -128,6 +132,92 @@ func BenchmarkCompareConcurrent(b *testing.B) {
 			b.ReportMetric(refRate/float64(b.N), "ref-msgs/s")
 			b.ReportMetric(cgRate/refRate, "cg/ref")
 		})
+	}
+}
+
+// BenchmarkElastic is issue 11's elastic measurement: an elastic group's
+// preload-to-handled rate (its work stream sourcing the stream through the
+// partitioning transforms while members consume), serial and concurrent,
+// beside the server's sourcing ceiling in the same run: how fast the work
+// stream fills with nobody consuming.
+func BenchmarkElastic(b *testing.B) {
+	s := natstest.RunServer(b)
+	env := bench.Env{URL: s.ClientURL()}
+	m := matrix()
+	m.Members, m.Concurrency = []int{1, 8}, []int{1, 32}
+	m.Handlers = []time.Duration{0}
+	b.Run("sourcing-ceiling", func(b *testing.B) {
+		var rate float64
+		for i := 0; i < b.N; i++ {
+			rate += sourcingRate(b, s.ClientURL(), m.Messages, 8)
+		}
+		b.ReportMetric(rate/float64(b.N), "msgs/s")
+	})
+	for _, sc := range m.Groups(bench.SystemElastic) {
+		b.Run(sc.Name(), func(b *testing.B) {
+			var rate float64
+			for i := 0; i < b.N; i++ {
+				rate += run(b, env, sc, bench.StartElastic).MsgsPerSec
+			}
+			b.ReportMetric(rate/float64(b.N), "msgs/s")
+		})
+	}
+}
+
+// sourcingRate preloads n messages into a fresh stream, creates an
+// elastic group over it with nobody consuming and times how fast its work
+// stream takes them in: the server's sourcing rate for the group's shape.
+func sourcingRate(b *testing.B, url string, n, partitions int) float64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	c := cg.New(js)
+	_, _ = c.Delete(ctx, cg.KindElastic, "SRC", "ceiling")
+	_ = js.DeleteStream(ctx, "SRC")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SRC", Subjects: []string{"src.*"}}); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_, _ = c.Delete(context.Background(), cg.KindElastic, "SRC", "ceiling")
+		_ = js.DeleteStream(context.Background(), "SRC")
+	}()
+	for i := 0; i < n; i++ {
+		if _, err := js.PublishAsync("src.k"+strconv.Itoa(i%1000), nil); err != nil {
+			<-js.PublishAsyncComplete()
+			i--
+		}
+	}
+	<-js.PublishAsyncComplete()
+	if _, err := c.CreateElastic(ctx, "SRC", "ceiling", cg.ElasticConfig{MaxMembers: partitions, Members: []string{"m1"}}); err != nil {
+		b.Fatal(err)
+	}
+	ws, err := js.Stream(ctx, cg.WorkStreamName("SRC", "ceiling"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Clocked from the first message sourced to the last, as a preloaded
+	// group run is clocked from its first message handled.
+	var begin time.Time
+	var first uint64
+	for {
+		si, err := ws.Info(ctx)
+		if err == nil && si.State.Msgs > 0 && begin.IsZero() {
+			begin, first = time.Now(), si.State.Msgs
+		}
+		if err == nil && si.State.Msgs >= uint64(n) {
+			return float64(uint64(n)-first) / time.Since(begin).Seconds()
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("work stream took in %d of %d messages", si.State.Msgs, n)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ func (m Matrix) Groups(system string) []Scenario {
 						continue
 					}
 					cs := m.Concurrency
-					if system != SystemCG || len(cs) == 0 {
+					if (system != SystemCG && system != SystemElastic) || len(cs) == 0 {
 						cs = []int{1}
 					}
 					for _, c := range cs {

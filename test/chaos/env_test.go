@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,6 +99,12 @@ func newEnv(t *testing.T, name, url string, o envOpts) *env {
 			e.saveOutputs()
 		}
 	})
+	if concurrency > 1 {
+		// A killed concurrent member leaves up to its max ack pending
+		// unacked: that many may come again.
+		e.extra = append(e.extra, "--concurrency", strconv.Itoa(concurrency))
+		e.maxAckPending = 4 * concurrency
+	}
 	if o.noLiveness && hasLivenessCheck {
 		e.extra = append(e.extra, "--liveness-check", "0s")
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,6 +35,11 @@ var (
 	// hasLivenessCheck: consume takes --liveness-check (standbys replace a
 	// dead pinned instance before the pinned TTL).
 	hasLivenessCheck bool
+	// concurrency is CG_CHAOS_CONCURRENCY: every member runs with
+	// --concurrency N (cg's lanes, max ack pending 4 × N), so that the
+	// whole suite's per-key order and loss counts cover concurrent members
+	// (make chaos-concurrent). 0: serial, the default.
+	concurrency int
 	// raceBuilt: the binary was built with -race.
 	raceBuilt bool
 )
@@ -56,6 +62,14 @@ func TestMain(m *testing.M) {
 	// e2e build) and roughly doubles the members' CPU; CG_CHAOS_RACE=0
 	// skips it on a machine that cannot afford it.
 	raceBuilt = os.Getenv("CG_CHAOS_RACE") != "0"
+	if v := os.Getenv("CG_CHAOS_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "chaos: CG_CHAOS_CONCURRENCY=%q: want a whole number, 1 or more, such as 8\n", v)
+			os.Exit(2)
+		}
+		concurrency = n
+	}
 	start := time.Now()
 	if cgBin, err = clitest.Build(dir, raceBuilt); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos: building cg:", err)
