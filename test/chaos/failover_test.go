@@ -20,8 +20,11 @@ import (
 // their pin.
 
 // failoverLimit is the most a freeze or a black hole may take from its
-// start to the first message handled under a new pin.
-const failoverLimit = time.Second
+// start to the first message handled under a new pin. A concurrent member
+// (CG_CHAOS_CONCURRENCY) adds its new-pin barrier, which waits up to
+// 300 ms for the dead instance's unacked messages to come again before
+// any key goes on (docs/reliability.md): TestMain allows that much more.
+var failoverLimit = time.Second
 
 // fenceThreshold is cg's default: a pinned instance doubts its pin after
 // this long frozen or without hearing from the server. An ack it sent
@@ -261,8 +264,11 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 	if len(stale) > 0 {
 		t.Errorf("the black-holed instance acked %d message(s) under the pin it had lost:\n%s", len(stale), strings.Join(stale, "\n"))
 	}
-	if inFlight > len(tooks) {
-		t.Errorf("%d acks in flight at a black hole, more than one per black hole (%d)", inFlight, len(tooks))
+	// A serial member has at most the message in hand's ack in flight when
+	// the link is cut; a concurrent one, one per handler call at once.
+	perCut := max(concurrency, 1)
+	if inFlight > perCut*len(tooks) {
+		t.Errorf("%d acks in flight at a black hole, more than %d per black hole (%d)", inFlight, perCut, len(tooks))
 	}
 }
 

@@ -69,6 +69,9 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		concurrency = n
+		if n > 1 {
+			failoverLimit += 300 * time.Millisecond
+		}
 	}
 	start := time.Now()
 	if cgBin, err = clitest.Build(dir, raceBuilt); err != nil {
