@@ -405,56 +405,30 @@ func Work(sc Scenario, handle Handle, h nats.Header) {
 // StartCG runs a cg static group: sc.Members members balanced over
 // sc.Partitions partitions, one instance each on its own connection.
 func StartCG(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (func(), error) {
-	js, err := connect()
-	if err != nil {
-		return nil, err
-	}
-	members := MemberNames(sc.Members)
-	if _, err := cg.New(js).CreateStatic(ctx, Stream, Group, cg.StaticConfig{MaxMembers: sc.Partitions, Members: members}); err != nil {
-		return nil, err
-	}
-	var running []*cg.Member
-	stop := func() {
-		for _, m := range running {
-			m.Stop()
-		}
-		for _, m := range running {
-			_ = m.Wait()
-		}
-	}
-	for _, name := range members {
-		mjs, err := connect()
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		m, err := cg.New(mjs).JoinStatic(ctx, Stream, Group, name, func(_ context.Context, msg *cg.Msg) {
-			Work(sc, handle, msg.Headers())
-			_ = msg.Ack()
-		}, sc.memberOptions())
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		running = append(running, m)
-	}
-	if err := WaitPinned(ctx, js, members); err != nil {
-		stop()
-		return nil, err
-	}
-	return stop, nil
+	return startGroup(ctx, connect, sc, handle, cg.KindStatic)
 }
 
-// StartElastic runs a cg elastic group over the stream: sc.Members
-// members balanced over sc.Partitions partitions, one instance each on its
-// own connection, consuming from the group's work stream.
+// StartElastic runs a cg elastic group over the stream, the same way: its
+// members consume from the group's work stream.
 func StartElastic(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle) (func(), error) {
+	return startGroup(ctx, connect, sc, handle, cg.KindElastic)
+}
+
+func startGroup(ctx context.Context, connect func() (jetstream.JetStream, error), sc Scenario, handle Handle, k cg.Kind) (func(), error) {
 	js, err := connect()
 	if err != nil {
 		return nil, err
 	}
 	members := MemberNames(sc.Members)
-	if _, err := cg.New(js).CreateElastic(ctx, Stream, Group, cg.ElasticConfig{MaxMembers: sc.Partitions, Members: members}); err != nil {
+	admin := cg.New(js)
+	consumer := func(m string) string { return cg.StaticConsumerName(Group, m) }
+	if k == cg.KindElastic {
+		_, err = admin.CreateElastic(ctx, Stream, Group, cg.ElasticConfig{MaxMembers: sc.Partitions, Members: members})
+		consumer = func(m string) string { return m }
+	} else {
+		_, err = admin.CreateStatic(ctx, Stream, Group, cg.StaticConfig{MaxMembers: sc.Partitions, Members: members})
+	}
+	if err != nil {
 		return nil, err
 	}
 	var running []*cg.Member
@@ -472,7 +446,7 @@ func StartElastic(ctx context.Context, connect func() (jetstream.JetStream, erro
 			stop()
 			return nil, err
 		}
-		m, err := cg.New(mjs).JoinElastic(ctx, Stream, Group, name, func(_ context.Context, msg *cg.Msg) {
+		m, err := cg.New(mjs).Join(ctx, k, Stream, Group, name, func(_ context.Context, msg *cg.Msg) {
 			Work(sc, handle, msg.Headers())
 			_ = msg.Ack()
 		}, sc.memberOptions())
@@ -482,7 +456,7 @@ func StartElastic(ctx context.Context, connect func() (jetstream.JetStream, erro
 		}
 		running = append(running, m)
 	}
-	if err := waitPinned(ctx, js, cg.WorkStreamName(Stream, Group), members, func(m string) string { return m }); err != nil {
+	if err := waitPinned(ctx, js, k.WorkStream(Stream, Group), members, consumer); err != nil {
 		stop()
 		return nil, err
 	}
