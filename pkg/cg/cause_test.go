@@ -227,3 +227,62 @@ func TestDeliveryStageIsTheOnlyWayIn(t *testing.T) {
 		t.Fatalf("accepted out of delivery order: %v", accepted)
 	}
 }
+
+// A handler's DoubleAck with a context that has no deadline is bounded, as
+// jetstream.Msg's is: when the consumer is deleted under the message in
+// hand and made again (as the member does), the ack goes to the new
+// consumer, which never answers it, and an unbounded wait would hold the
+// handler, and the member's stop, forever.
+func TestDoubleAckWithoutDeadlineIsBounded(t *testing.T) {
+	_, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	inHand, release := make(chan struct{}), make(chan struct{})
+	acked := make(chan error, 1)
+	var once sync.Once
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(_ context.Context, msg *cg.Msg) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return
+		}
+		close(inHand)
+		<-release
+		acked <- msg.DoubleAck(context.Background())
+	}, cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	publish(t, js, []string{"a"}, 1)
+	select {
+	case <-inHand:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no message reached the handler")
+	}
+	cons, err := js.Consumer(ctx, "ORDERS", m.Consumer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cons.CachedInfo().Config
+	if err := js.DeleteConsumer(ctx, "ORDERS", m.Consumer()); err != nil {
+		t.Fatal(err)
+	}
+	// Made again under the same name (as the member does once the message
+	// in hand is done): the new consumer never answers an ack for a
+	// delivery it did not make.
+	if _, err := js.CreateConsumer(ctx, "ORDERS", cfg); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case err := <-acked:
+		if err == nil {
+			t.Fatal("a double ack on a recreated consumer succeeded")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("DoubleAck(context.Background()) on a recreated consumer did not return")
+	}
+}

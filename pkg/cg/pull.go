@@ -110,9 +110,22 @@ func (j jsMsg) NakWithDelay(d time.Duration) error {
 	return j.m.NakWithDelay(d)
 }
 
+// doubleAckTimeout bounds a DoubleAck given a context without a deadline:
+// jetstream's default API timeout.
+const doubleAckTimeout = 5 * time.Second
+
 func (j jsMsg) DoubleAck(ctx context.Context) error {
 	if err := j.stale(); err != nil {
 		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// As jetstream.Msg does: a context without a deadline gets the
+		// API timeout, or an ack whose reply never comes (the consumer
+		// was deleted under the message) would hold the handler, and
+		// with it the member's stop, forever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, doubleAckTimeout)
+		defer cancel()
 	}
 	err := j.m.AckSync(nats.Context(ctx))
 	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
