@@ -170,7 +170,7 @@ func (m *Member) watchdog(b *binding) {
 			misses = 0
 			reason := "the pinned instance (pin " + shortID(pin) + ") " + why + ": unpinned it so a standby takes over now"
 			if m.nakOrphan() {
-				reason += ", and handed its unacked message back for redelivery"
+				reason += ", and handed what it held unacked back for redelivery"
 			}
 			m.emit(Event{Kind: EventWarning, PinID: pin, Reason: reason})
 		}
@@ -230,11 +230,17 @@ func (m *Member) doubt() bool {
 // pinnedID is the member consumer's current pin id, as the server says.
 func (m *Member) pinnedID(_ *binding) string { return m.serverPin() }
 
-// nakOrphan hands back the message a dead pinned instance held unacked,
-// which would otherwise block its partitions (max ack pending 1) until the
-// ack wait ran out. It only acts when exactly one message is pending and
-// it is the last one delivered, so its sequences are known for sure; the
-// nak goes to the ack subject the server itself uses for deliveries.
+// nakOrphan hands back what a dead pinned instance held unacked, which
+// would otherwise block its partitions (a full max ack pending window: one
+// message for a serial member, a whole batch and what was pulled behind it
+// for a batch or lane member) until the ack wait ran out. It naks every
+// stream sequence between the ack floor and the last one delivered, in
+// order, on the ack subject the server itself uses for deliveries, with the
+// last delivered consumer sequence (the server checks the consumer sequence
+// is in range and ignores a nak of a sequence no longer pending, so one
+// acked meanwhile or outside the consumer's filter is left alone). The
+// server redelivers them in that order, ahead of anything new, to the next
+// pinned instance.
 func (m *Member) nakOrphan() bool {
 	ctx, cancel := context.WithTimeout(m.ctx, time.Second)
 	defer cancel()
@@ -243,9 +249,21 @@ func (m *Member) nakOrphan() bool {
 		return false
 	}
 	ci := cons.CachedInfo()
-	if ci.NumAckPending != 1 || ci.Delivered.Consumer != ci.AckFloor.Consumer+1 {
+	if ci.NumAckPending == 0 || ci.Delivered.Consumer <= ci.AckFloor.Consumer {
 		return false
 	}
-	subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, ci.Delivered.Stream, ci.Delivered.Consumer, time.Now().UnixNano())
-	return m.c.Conn().Publish(subj, []byte("-NAK")) == nil
+	upto := ci.Delivered.Stream + 1
+	from := ci.AckFloor.Stream + 1
+	if from >= upto {
+		return false
+	}
+	from = max(from, upto-min(upto, maxOrphanNaks))
+	nc := m.c.Conn()
+	for seq := from; seq < upto; seq++ {
+		subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
+		if nc.Publish(subj, []byte("-NAK")) != nil {
+			return false
+		}
+	}
+	return nc.FlushWithContext(ctx) == nil
 }
