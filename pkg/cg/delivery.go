@@ -85,6 +85,9 @@ func (m *Member) newDelivery(sink deliverySink) delivery {
 	if m.opts.stage != nil {
 		return m.opts.stage(sink)
 	}
+	if m.opts.Batch != nil {
+		return m.newBatchStage(sink) // batch.go
+	}
 	if m.opts.Concurrency > 1 {
 		return m.newLaneStage(sink)
 	}
