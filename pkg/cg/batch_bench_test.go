@@ -37,11 +37,15 @@ func BenchmarkBatchVsSingle(b *testing.B) {
 	}
 	for _, size := range []int{10, 50, 100} {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			var single, batch float64
+			var single, batch, calls float64
 			for i := 0; i < b.N; i++ {
-				single += sinkRun(b, n, 0)
-				batch += sinkRun(b, n, size)
+				r, _ := sinkRun(b, n, 0)
+				single += r
+				r, c := sinkRun(b, n, size)
+				batch += r
+				calls += float64(c)
 			}
+			b.ReportMetric(float64(n*b.N)/calls, "msgs/batch")
 			b.ReportMetric(single/float64(b.N), "single-msgs/s")
 			b.ReportMetric(batch/float64(b.N), "batch-msgs/s")
 			b.ReportMetric(batch/single, "batch/single")
@@ -51,8 +55,9 @@ func BenchmarkBatchVsSingle(b *testing.B) {
 
 // sinkRun preloads n messages on a fresh server, joins one member (in
 // batches of size, or one at a time for 0) whose handler pays the sink's
-// cost, and returns the rate from the first write to the last.
-func sinkRun(b *testing.B, n, size int) float64 {
+// cost, and returns the rate from the first write to the last and the
+// number of sink calls.
+func sinkRun(b *testing.B, n, size int) (float64, int) {
 	b.Helper()
 	s := natstest.RunServer(b)
 	defer s.Shutdown()
@@ -86,6 +91,7 @@ func sinkRun(b *testing.B, n, size int) float64 {
 		written     = map[uint64]int{}
 		high        uint64
 		broken      int
+		calls       int
 		done        = make(chan struct{})
 	)
 	write := func(msgs []*cg.Msg) {
@@ -97,6 +103,7 @@ func sinkRun(b *testing.B, n, size int) float64 {
 			first = now.Add(-sinkCallCost - time.Duration(len(msgs))*sinkMsgCost)
 		}
 		last = now
+		calls++
 		for _, m := range msgs {
 			md, err := m.Metadata()
 			if err != nil {
@@ -153,5 +160,5 @@ func sinkRun(b *testing.B, n, size int) float64 {
 	if broken > 0 || dups > 0 {
 		b.Fatalf("size %d: %d writes out of stream order, %d duplicates", size, broken, dups)
 	}
-	return float64(n) / last.Sub(first).Seconds()
+	return float64(n) / last.Sub(first).Seconds(), calls
 }
