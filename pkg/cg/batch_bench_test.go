@@ -26,7 +26,9 @@ const (
 // partitions, a preloaded backlog, the same sink cost per message handled
 // one at a time (max ack pending 1, one sink call per message) and in
 // ordered batches of Size (one sink call per batch), back to back in one
-// run. It reports single-msgs/s, batch-msgs/s and batch/single. Every
+// run; size=10/max-ack-pending=40 lets the server deliver the next batch
+// while one is written (cg's default max ack pending for a batch member
+// is Size). It reports single-msgs/s, batch-msgs/s and batch/single. Every
 // message must be written once and the member's stream order kept (a
 // failure fails the run). Each b.N iteration is a whole pair of runs: use
 // -benchtime 1x (make bench-batches); -short preloads 500 instead of 3000.
@@ -35,13 +37,18 @@ func BenchmarkBatchVsSingle(b *testing.B) {
 	if testing.Short() {
 		n = 500
 	}
-	for _, size := range []int{10, 50, 100} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+	for _, tc := range []struct{ size, maxAckPending int }{{10, 0}, {10, 40}, {50, 0}, {100, 0}} {
+		size := tc.size
+		name := fmt.Sprintf("size=%d", size)
+		if tc.maxAckPending > 0 {
+			name += fmt.Sprintf("/max-ack-pending=%d", tc.maxAckPending)
+		}
+		b.Run(name, func(b *testing.B) {
 			var single, batch, calls float64
 			for i := 0; i < b.N; i++ {
-				r, _ := sinkRun(b, n, 0)
+				r, _ := sinkRun(b, n, 0, 0)
 				single += r
-				r, c := sinkRun(b, n, size)
+				r, c := sinkRun(b, n, size, tc.maxAckPending)
 				batch += r
 				calls += float64(c)
 			}
@@ -57,7 +64,7 @@ func BenchmarkBatchVsSingle(b *testing.B) {
 // batches of size, or one at a time for 0) whose handler pays the sink's
 // cost, and returns the rate from the first write to the last and the
 // number of sink calls.
-func sinkRun(b *testing.B, n, size int) (float64, int) {
+func sinkRun(b *testing.B, n, size, maxAckPending int) (float64, int) {
 	b.Helper()
 	s := natstest.RunServer(b)
 	defer s.Shutdown()
@@ -126,7 +133,7 @@ func sinkRun(b *testing.B, n, size int) (float64, int) {
 			}
 		}
 	}
-	opts := cg.JoinOptions{}
+	opts := cg.JoinOptions{MaxAckPending: maxAckPending}
 	var h cg.Handler
 	if size > 0 {
 		opts.Batch = &cg.BatchOptions{Size: size, Handler: func(_ context.Context, bt *cg.Batch) error {
