@@ -292,7 +292,8 @@ func (d *batchWalk) steps(ctx context.Context, v *Verdict) error {
 		"Its connection is closed right after the handler wrote the batch, so none of the batch's acks",
 		"reaches the server: the worst moment of a kill -9. The standby sees the pinned instance gone,",
 		"the server pins the standby, and it must get the whole batch again, in the same order, before",
-		"anything later (the sink then holds that batch twice: it must be idempotent).")
+		"anything later (the sink then holds that batch twice: it must be idempotent). The dead instance's",
+		fmt.Sprintf("whole window is out unacked, so the server redelivers it once the ack wait (%v) has run out.", o.AckWait))
 	close(d.armed)
 	if !poll(ctx, stepLimit, func() bool {
 		d.sink.mu.Lock()
