@@ -494,6 +494,9 @@ func (s *batchStage) work(items []*batchItem) {
 		final := gone || attempt >= s.o.MaxAttempts
 		s.report(ev, attempt, false, err, final)
 		if gone {
+			// Stopping: the hand back comes, and the batch must be nak'ed
+			// before anything queued behind it.
+			<-s.quit
 			return
 		}
 		if attempt >= s.o.MaxAttempts {
