@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -256,7 +257,7 @@ type batchItem struct {
 	kept    time.Time // accepted or last kept alive
 	msg     *Msg
 	js      jsMsg
-	settled bool
+	settled atomic.Bool // acked or nak'ed (read by keepAlive)
 }
 
 func (m *Member) newBatchStage(sink deliverySink) *batchStage {
@@ -389,7 +390,7 @@ func (s *batchStage) run() {
 		s.owned = false
 		if s.handingBack {
 			for _, q := range items {
-				if !q.settled {
+				if !q.settled.Load() {
 					_ = q.raw.Nak()
 				}
 			}
@@ -412,7 +413,7 @@ func (s *batchStage) admit(items []*batchItem) []*batchItem {
 	out := items[:0]
 	for _, q := range items {
 		if !s.sink.admit(q.raw) {
-			q.settled = true
+			q.settled.Store(true)
 			continue
 		}
 		if q.msg == nil {
@@ -431,14 +432,14 @@ func (s *batchStage) admit(items []*batchItem) []*batchItem {
 func (s *batchStage) readmit(items []*batchItem) bool {
 	for i, q := range items {
 		if !s.sink.admit(q.raw) {
-			q.settled = true
+			q.settled.Store(true)
 			for _, r := range items[i+1:] {
 				_ = r.raw.Nak()
-				r.settled = true
+				r.settled.Store(true)
 			}
 			for _, r := range items[:i] {
 				_ = r.raw.Nak()
-				r.settled = true
+				r.settled.Store(true)
 			}
 			return false
 		}
@@ -494,6 +495,9 @@ func (s *batchStage) work(items []*batchItem) {
 		final := gone || attempt >= s.o.MaxAttempts
 		s.report(ev, attempt, false, err, final)
 		if gone {
+			// Stopping: the hand back comes, and the batch must be nak'ed
+			// before anything queued behind it.
+			<-s.quit
 			return
 		}
 		if attempt >= s.o.MaxAttempts {
@@ -537,7 +541,7 @@ func (s *batchStage) ackAll(items []*batchItem) error {
 		default:
 			err = q.js.Ack()
 		}
-		q.settled = true
+		q.settled.Store(true)
 		if err != nil && first == nil {
 			first = fmt.Errorf("ack of stream sequence %d: %w", q.seq, err)
 		}
@@ -572,7 +576,7 @@ func (s *batchStage) keepAlive() {
 		}
 		for _, list := range [][]*batchItem{s.cur, s.queue} {
 			for _, q := range list {
-				if !q.settled && now.Sub(q.kept) >= s.keepEvery {
+				if !q.settled.Load() && now.Sub(q.kept) >= s.keepEvery {
 					q.kept = now
 					due = append(due, q)
 				}
