@@ -408,3 +408,61 @@ func TestBatchGivesUpToStandby(t *testing.T) {
 		t.Errorf("b acked out of order: %v", err)
 	}
 }
+
+// A graceful stop mid-batch (handler honours ctx) hands the batch back
+// unacked, then what was queued behind it, in order: the standby's first
+// batch is the abandoned one and it acks everything in stream order.
+func TestBatchStopHandsBackInOrder(t *testing.T) {
+	c, js, fresh := laneSetup(t, "m1")
+	ctx := ctxT(t)
+	const n, size = 90, 10
+	publishKeyed(t, js, keyNames(8), n)
+	r := newBatchRec()
+	held := make(chan []uint64, 1)
+	a, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{MaxAckPending: 3 * size, Batch: r.options("a", size, func(ctx context.Context, b *cg.Batch) error {
+		if b.Number == 2 {
+			var seqs []uint64
+			for _, m := range b.Msgs {
+				md, _ := m.Metadata()
+				seqs = append(seqs, md.Sequence.Stream)
+			}
+			held <- seqs
+			<-ctx.Done() // the stop cancels the call
+			return ctx.Err()
+		}
+		return nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	var inHand []uint64
+	select {
+	case inHand = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("instance a never reached batch 2")
+	}
+	b, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{MaxAckPending: 3 * size, Batch: r.options("b", size, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	a.Stop()
+	natstest.Eventually(t, 30*time.Second, "all acked", func() bool { return r.distinct() == n })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var firstB []uint64
+	for _, call := range r.calls {
+		if call.who == "b" {
+			firstB = call.seqs
+			break
+		}
+	}
+	if !slices.Equal(firstB, inHand) {
+		t.Errorf("standby's first batch %v, want the abandoned one %v", firstB, inHand)
+	}
+	all := append(slices.Clone(r.acked["a"]), r.acked["b"]...)
+	if err := increasing(all); err != nil || len(all) != n {
+		t.Errorf("acked %d of %d (a then b), order: %v", len(all), n, err)
+	}
+}
