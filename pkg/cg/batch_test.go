@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -464,5 +465,22 @@ func TestBatchStopHandsBackInOrder(t *testing.T) {
 	all := append(slices.Clone(r.acked["a"]), r.acked["b"]...)
 	if err := increasing(all); err != nil || len(all) != n {
 		t.Errorf("acked %d of %d (a then b), order: %v", len(all), n, err)
+	}
+}
+
+// An existing member consumer whose max ack pending is below the batch
+// size is refused, not run with batches that never fill.
+func TestBatchRefusesSmallConsumer(t *testing.T) {
+	c, _, _ := laneSetup(t, "m1")
+	ctx := ctxT(t)
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(_ context.Context, msg *cg.Msg) { _ = msg.Ack() }, cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Stop() // the static consumer (max ack pending 1) stays
+	r := newBatchRec()
+	_, err = c.JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{Batch: r.options("a", 10, nil)})
+	if !errors.Is(err, cg.ErrConsumerConflict) || !strings.Contains(err.Error(), "batches of 10") {
+		t.Fatalf("got %v, want ErrConsumerConflict naming the batch size", err)
 	}
 }
