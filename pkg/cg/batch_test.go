@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -407,4 +408,120 @@ func TestBatchGivesUpToStandby(t *testing.T) {
 	if err := increasing(r.acked["b"]); err != nil {
 		t.Errorf("b acked out of order: %v", err)
 	}
+}
+
+// A graceful stop mid-batch (handler honours ctx) hands the batch back
+// unacked, then what was queued behind it, in order: the standby's first
+// batch is the abandoned one and it acks everything in stream order.
+func TestBatchStopHandsBackInOrder(t *testing.T) {
+	c, js, fresh := laneSetup(t, "m1")
+	ctx := ctxT(t)
+	const n, size = 90, 10
+	publishKeyed(t, js, keyNames(8), n)
+	r := newBatchRec()
+	held := make(chan []uint64, 1)
+	a, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{MaxAckPending: 3 * size, Batch: r.options("a", size, func(ctx context.Context, b *cg.Batch) error {
+		if b.Number == 2 {
+			var seqs []uint64
+			for _, m := range b.Msgs {
+				md, _ := m.Metadata()
+				seqs = append(seqs, md.Sequence.Stream)
+			}
+			held <- seqs
+			<-ctx.Done() // the stop cancels the call
+			return ctx.Err()
+		}
+		return nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	var inHand []uint64
+	select {
+	case inHand = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("instance a never reached batch 2")
+	}
+	b, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{MaxAckPending: 3 * size, Batch: r.options("b", size, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	a.Stop()
+	natstest.Eventually(t, 30*time.Second, "all acked", func() bool { return r.distinct() == n })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var firstB []uint64
+	for _, call := range r.calls {
+		if call.who == "b" {
+			firstB = call.seqs
+			break
+		}
+	}
+	if !slices.Equal(firstB, inHand) {
+		t.Errorf("standby's first batch %v, want the abandoned one %v", firstB, inHand)
+	}
+	all := append(slices.Clone(r.acked["a"]), r.acked["b"]...)
+	if err := increasing(all); err != nil || len(all) != n {
+		t.Errorf("acked %d of %d (a then b), order: %v", len(all), n, err)
+	}
+}
+
+// An existing member consumer whose max ack pending is below the batch
+// size is refused, not run with batches that never fill.
+func TestBatchRefusesSmallConsumer(t *testing.T) {
+	c, _, _ := laneSetup(t, "m1")
+	ctx := ctxT(t)
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(_ context.Context, msg *cg.Msg) { _ = msg.Ack() }, cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Stop() // the static consumer (max ack pending 1) stays
+	r := newBatchRec()
+	_, err = c.JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{Batch: r.options("a", 10, nil)})
+	if !errors.Is(err, cg.ErrConsumerConflict) || !strings.Contains(err.Error(), "batches of 10") {
+		t.Fatalf("got %v, want ErrConsumerConflict naming the batch size", err)
+	}
+}
+
+// Elastic batch members rebalancing under traffic keep per-key order and
+// lose nothing: the batch stage hands back through the rebalance too.
+func TestBatchElasticRebalance(t *testing.T) {
+	c, js, fresh := elasticSetup(t, 6)
+	ctx := ctxT(t)
+	if _, err := c.AddMembers(ctx, "ORDERS", "g", []string{"m1"}); err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger()
+	join := func(member string) {
+		h := l.handler(member) // its per-message DoubleAck is refused (ErrBatchAck) and ignored
+		bo := &cg.BatchOptions{Size: 20, Wait: 20 * time.Millisecond, Handler: func(ctx context.Context, b *cg.Batch) error {
+			for _, m := range b.Msgs {
+				h(ctx, m)
+			}
+			return nil
+		}}
+		m, err := fresh().JoinElastic(ctx, "ORDERS", "g", member, nil, cg.JoinOptions{Batch: bo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+	}
+	join("m1")
+	pub := startPublisher(t, js, 24, 2000, 500*time.Microsecond)
+	natstest.Eventually(t, 20*time.Second, "m1 handles", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.byWho["m1"] > 100 })
+	join("m2")
+	if _, err := c.AddMembers(ctx, "ORDERS", "g", []string{"m2"}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, "m2 handles", func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.byWho["m2"] > 50 })
+	sent := pub.finish()
+	natstest.Eventually(t, 60*time.Second, "all handled", func() bool { return l.distinct() == sent })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bad) > 0 {
+		t.Errorf("%d per-key order violations across the rebalance, first: %v", len(l.bad), l.bad[:min(5, len(l.bad))])
+	}
+	t.Logf("%d sent, %d duplicates, m1 %d, m2 %d", sent, l.dups, l.byWho["m1"], l.byWho["m2"])
 }
