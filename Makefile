@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 LDFLAGS := -s -w -X github.com/cg-dev/cg/cmd.Version=$(VERSION) -X github.com/cg-dev/cg/cmd.Commit=$(COMMIT)
 
-.PHONY: build test lint check docs demo bench bench-all bench-compare chaos-concurrent snapshot clean
+.PHONY: build test lint check docs demo bench bench-all bench-compare bench-batches chaos-concurrent snapshot clean
 
 build:
 	go build -ldflags '$(LDFLAGS)' -o cg .
@@ -44,6 +44,12 @@ bench-all: bench
 # in-process server; a few minutes. BENCHFLAGS=-short for a quick look.
 bench-compare:
 	go test -run '^$$' -bench '^Benchmark(Compare|CompareConcurrent|Elastic|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
+
+# issue 12's figure (docs/batches.md, docs/performance.md): one member's
+# rate through a sink costing 1ms a call + 20µs a message, one message a
+# call against ordered batches of 10, 50 and 100, back to back; ~1 minute.
+bench-batches:
+	go test -run '^$$' -bench '^BenchmarkBatchVsSingle$$' -benchtime 1x -timeout 10m $(BENCHFLAGS) ./pkg/cg/
 
 # The chaos suite (kills, freezes, black holes, restarts, rebalance storms)
 # with every member running concurrent lanes: its per-key order and loss

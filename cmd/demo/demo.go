@@ -73,6 +73,8 @@ type Options struct {
 	Concurrency int
 	// Limit bounds the whole run.
 	Limit time.Duration
+	// Batch is the batches walkthrough's batch size (0: its default).
+	Batch int
 }
 
 // NewCmd returns `cg demo`.
@@ -81,10 +83,10 @@ func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f) }
 func newCmdDemo(f *factory.Factory) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Rate: 50, Limit: overallLimit}
 	cmd := &cobra.Command{
-		Use:   "demo [static|elastic]",
+		Use:   "demo [static|elastic|batches]",
 		Short: "Run a walkthrough of the seed article in one process and check it by counting",
 		Long: `Run one of the seed article's walkthroughs in this one process, with nothing
-installed: static (the default) or elastic.
+installed: static (the default), elastic or batches.
 
 Both start a NATS server with JetStream on loopback (random port, temporary
 store removed at the end), run every member instance on its own connection
@@ -107,6 +109,14 @@ timed: for an add, from the configuration update to the new member's first
 message; for the drop, until every orphaned partition was served by its new
 owner.
 
+batches: one static member m1 over all 10 partitions runs two instances that
+consume in ordered batches of --batch messages (default 10, at 200/s unless
+--rate is given). The pinned one is killed in the middle of a batch, after
+its sink write and before its acks; the standby must handle that whole batch
+again, in the same order, before anything later. Its verdict adds the
+batches acked, the killed and redelivered batch, and fails on more
+duplicates than the killed batch.
+
 Narration, member events and status go to stderr; the verdict goes to stdout
 (--json for JSON). It counts what the handlers saw: published, processed,
 duplicates, per-key order violations and lost messages, and the failover
@@ -115,14 +125,15 @@ order held, 1 otherwise, and always within a minute.`,
 		Example: `  cg demo
   cg demo elastic
   cg demo static --keys 50 --rate 100/s --sleep 10ms
-  cg demo elastic --phase 3s --json > verdict.json`,
-		ValidArgs: []string{Static, Elastic},
+  cg demo elastic --phase 3s --json > verdict.json
+  cg demo batches --batch 20`,
+		ValidArgs: []string{Static, Elastic, Batches},
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
 				return cmdutil.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
-			case len(args) == 1 && args[0] != Static && args[0] != Elastic:
-				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic", args[0])
+			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Batches:
+				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic, or cg demo batches", args[0])
 			}
 			return nil
 		},
@@ -141,6 +152,12 @@ order held, 1 otherwise, and always within a minute.`,
 			if opts.Sleep > 500*time.Millisecond {
 				return cmdutil.UsageErrorf("--sleep %v is too long for the demo's traffic: use at most 500ms, such as 5ms", opts.Sleep)
 			}
+			if opts.Batch > 100 {
+				return cmdutil.UsageErrorf("--batch %d is too large for the demo's traffic: use at most 100, such as 10", opts.Batch)
+			}
+			if opts.Walkthrough == Batches && !cmd.Flags().Changed("rate") {
+				opts.Rate = batchRate
+			}
 			if opts.Rate == 0 || opts.Rate > 2000 {
 				return cmdutil.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
 			}
@@ -154,6 +171,7 @@ order held, 1 otherwise, and always within a minute.`,
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
 	cmdutil.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
 	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 4, 1, "4", "handler calls at once in m2's instance (static walkthrough); per-key order is kept")
+	cmdutil.CountVar(fs, &opts.Batch, "batch", defaultBatchSize, 1, "10", "batch size of the batches walkthrough's instances (at most 100)")
 	cmdutil.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "2s", "members' ack wait, and their pinned TTL; the static kill's failover time follows it (1s to 5s)")
 	return cmd
 }
@@ -229,6 +247,9 @@ type Verdict struct {
 	// Rebalances are the elastic walkthrough's membership changes.
 	Rebalances     []Rebalance `json:"rebalances,omitempty"`
 	ElapsedSeconds float64     `json:"elapsed_seconds"`
+
+	// Batches is the batches walkthrough's count.
+	Batches *BatchVerdict `json:"batches,omitempty"`
 }
 
 // walkthrough is what differs between the two stories: the stream, the
@@ -399,6 +420,9 @@ func demoRun(ctx context.Context, o *Options) error {
 	if o.Walkthrough == Elastic {
 		w = &elasticWalk{demo: d}
 	}
+	if o.Walkthrough == Batches {
+		w = &batchWalk{demo: d}
+	}
 	v, err := d.run(ctx, w)
 	if err != nil {
 		switch {
@@ -517,6 +541,9 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	if v.Lost > 0 {
 		why = append(why, fmt.Sprintf("%d of %d published messages never handled", v.Lost, v.Published))
 	}
+	if j, ok := w.(interface{ judge(*Verdict) []string }); ok {
+		why = append(why, j.judge(&v)...)
+	}
 	v.OK = len(why) == 0
 	v.Reason = strings.Join(why, ", ")
 	return v, nil
@@ -627,6 +654,9 @@ func (d *demo) printVerdict(v Verdict) error {
 	}
 	for _, r := range v.Rebalances {
 		kv.Add("    "+r.Change, rebalanceText(d, r))
+	}
+	if v.Batches != nil {
+		batchVerdictLines(d, kv, v.Batches)
 	}
 	names := make([]string, 0, len(v.ByInstance))
 	for n := range v.ByInstance {

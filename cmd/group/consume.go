@@ -35,6 +35,11 @@ type ConsumeOptions struct {
 	// order (--concurrency, --order).
 	Concurrency int
 	Order       string
+	// Batch, BatchWait, FailEvery: ordered batches (--batch, --batch-wait,
+	// --fail-every; consume_batch.go).
+	Batch     int
+	BatchWait time.Duration
+	FailEvery int
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -55,6 +60,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			if err := opts.checkLanes(cmd.Flags().Changed("max-ack-pending")); err != nil {
 				return err
 			}
+			if err := opts.checkBatch(cmd.Flags()); err != nil {
+				return err
+			}
 			return consumeRun(cmd.Context(), opts)
 		},
 	}
@@ -71,6 +79,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	fs.StringVar(&opts.Order, "order", string(cg.OrderKey), "with --concurrency above 1, what stays in order: key (messages of one partitioning key), partition (one lane per partition) or none (key affinity only, no order)")
 	cmdutil.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
+	opts.batchFlags(fs)
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	return cmd
 }
@@ -126,6 +135,10 @@ type MsgLine struct {
 	Key    string `json:"key,omitempty"`
 	KeySeq uint64 `json:"key_seq,omitempty"`
 	Check  string `json:"check,omitempty"`
+	// With --batch: the batch the message was handed in, and the attempt
+	// when it is a retry (the batch's own line says whether it was acked).
+	Batch   uint64 `json:"batch,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // EventLine is a member event in consume's output.
@@ -327,10 +340,17 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 
 	start := time.Now()
-	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
+	jo := cg.JoinOptions{
 		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
 		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
-	})
+	}
+	var msgHandler cg.Handler = handler
+	if o.Batch > 0 {
+		// --batch: consume_batch.go hands over and prints whole batches.
+		br := &batchRun{o: o, mu: &mu, sum: &sum, js: js, cs: cs, out: ios.Out, who: who, verifier: verifier, stop: stopRun}
+		msgHandler, jo.Batch = nil, br.options()
+	}
+	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, msgHandler, jo)
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}

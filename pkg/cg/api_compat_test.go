@@ -457,3 +457,37 @@ func _() {
 	var _ func(stream string, group string) string = cg.WorkStreamName
 	var _ func(si *jetstream.StreamInfo, stream string, group string, cfg *cg.ElasticConfig) (owned bool, why string) = cg.WorkStreamOwned
 }
+
+// Issue 12 (ordered batches), appended by hand from scripts/apigen's output.
+func _() {
+	var _ *cg.Batch
+	var _ uint64 = (*cg.Batch)(nil).Number
+	var _ []*cg.Msg = (*cg.Batch)(nil).Msgs
+	var _ int = (*cg.Batch)(nil).Attempt
+	var _ *cg.BatchEvent
+	var _ uint64 = (*cg.BatchEvent)(nil).Number
+	var _ int = (*cg.BatchEvent)(nil).Size
+	var _ uint64 = (*cg.BatchEvent)(nil).FirstSeq
+	var _ uint64 = (*cg.BatchEvent)(nil).LastSeq
+	var _ int = (*cg.BatchEvent)(nil).Attempt
+	var _ bool = (*cg.BatchEvent)(nil).Acked
+	var _ error = (*cg.BatchEvent)(nil).Err
+	var _ bool = (*cg.BatchEvent)(nil).Final
+	var _ *cg.BatchHandler
+	var _ *cg.BatchOptions
+	var _ int = (*cg.BatchOptions)(nil).Size
+	var _ time.Duration = (*cg.BatchOptions)(nil).Wait
+	var _ cg.BatchHandler = (*cg.BatchOptions)(nil).Handler
+	var _ int = (*cg.BatchOptions)(nil).MaxAttempts
+	var _ []time.Duration = (*cg.BatchOptions)(nil).Backoff
+	var _ bool = (*cg.BatchOptions)(nil).DoubleAck
+	var _ func(cg.BatchEvent) = (*cg.BatchOptions)(nil).OnBatch
+	var _ cg.EventCause = cg.CauseBatchFailed
+	var _ []time.Duration = cg.DefaultBatchBackoff
+	var _ int = cg.DefaultBatchMaxAttempts
+	var _ time.Duration = cg.DefaultBatchWait
+	var _ error = cg.ErrBatchAck
+	var _ error = cg.ErrBatchFailed
+	var _ error = cg.ErrInvalidBatch
+	var _ *cg.BatchOptions = (*cg.JoinOptions)(nil).Batch
+}

@@ -13,9 +13,9 @@ import (
 // the pin, fences, watches the pinned instance and rebalances; it hands
 // each message to the stage and, when it lets go of the consumer, asks the
 // stage for everything back. The stage decides only how messages are
-// handed to the handler: one at a time (serialDelivery, today's only
-// stage), or, to come, on lanes by key (one key in order, many lanes at
-// once) or in batches (up to N gathered for a wait, one call). The runtime
+// handed to the handler: one at a time (serialDelivery), on lanes by key
+// (one key in order, many lanes at once; lanes.go) or in batches (up to N
+// gathered for a wait, one call; batch.go). The runtime
 // does not change when another stage is plugged in.
 
 // deliverySink is what the runtime gives a stage.
@@ -84,6 +84,9 @@ type delivery interface {
 func (m *Member) newDelivery(sink deliverySink) delivery {
 	if m.opts.stage != nil {
 		return m.opts.stage(sink)
+	}
+	if m.opts.Batch != nil {
+		return m.newBatchStage(sink) // batch.go
 	}
 	if m.opts.Concurrency > 1 {
 		return m.newLaneStage(sink)

@@ -89,6 +89,9 @@ func (o JoinOptions) lanesDefaults() (JoinOptions, error) {
 // ackPendingProblem refuses to join an existing member consumer whose max
 // ack pending would make a concurrent instance silently serial.
 func (m *Member) ackPendingProblem(cc jetstream.ConsumerConfig) error {
+	if err := m.batchAckPendingProblem(cc); err != nil {
+		return err
+	}
 	if m.opts.Concurrency <= 1 || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Concurrency {
 		return nil
 	}

@@ -138,6 +138,10 @@ type JoinOptions struct {
 	// OnEvent receives state changes. It is called from the instance's
 	// goroutines and must not block for long.
 	OnEvent func(Event)
+	// Batch, when set, hands messages to Batch.Handler in ordered batches
+	// (batch.go) instead of one at a time; the per-message handler given
+	// to the join must then be nil. Not combined with Concurrency above 1.
+	Batch *BatchOptions
 
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).
@@ -154,7 +158,11 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.AckWait == 0 {
 		o.AckWait = DefaultAckWait
 	}
-	o, err := o.lanesDefaults()
+	o, err := o.batchDefaults()
+	if err != nil {
+		return o, err
+	}
+	o, err = o.lanesDefaults()
 	if err != nil {
 		return o, err
 	}
@@ -253,6 +261,8 @@ type Member struct {
 	// keyOf reads the partitioning key off a delivered subject, for a
 	// concurrent instance's lanes (lanes.go).
 	keyOf func(subject string) (string, bool)
+	// batchNo numbers this instance's batches (batch.go).
+	batchNo atomic.Uint64
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -274,8 +284,11 @@ type binding struct {
 }
 
 func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOptions, error) {
-	if h == nil {
+	if h == nil && opts.Batch == nil {
 		return opts, errors.New("a message handler is required")
+	}
+	if h != nil && opts.Batch != nil {
+		return opts, fmt.Errorf("%w: give a message handler or batch options with a batch handler, not both", ErrInvalidBatch)
 	}
 	for _, n := range [][2]string{{"stream", m.stream}, {"group", m.group}, {"member", m.member}} {
 		if err := ValidateName(n[0], n[1]); err != nil {
@@ -836,7 +849,7 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		m.cancel()
 		m.kind.halt() // no rebinding behind our back
 		how := releaseKeep
-		if cause == CauseStopRequested {
+		if cause == CauseStopRequested || cause == CauseBatchFailed {
 			how = releaseUnpin
 		}
 		wasPinned := m.release(how)

@@ -1,0 +1,629 @@
+package cg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Ordered batches (JoinOptions.Batch): the batch stage gathers up to Size
+// messages of the member, in stream order and all under one pin, for at
+// most Wait after the first, and hands them to one BatchHandler call. On
+// a nil error cg acks every message of the batch; on an error it calls the
+// handler again with the very same batch, in the same order, after a
+// backoff, and nothing delivered later reaches the handler before the
+// batch succeeded. While the handler works and while it backs off, the
+// batch's messages (and any queued behind it) are kept alive with
+// in-progress acks, so a batch that outlives the ack wait is not
+// redelivered behind the instance's back.
+//
+// After MaxAttempts failed calls the instance gives up: it stops with an
+// error wrapping ErrBatchFailed (Member.StopCause is CauseBatchFailed),
+// leaving the batch unacked; it naks the batch's messages in order and
+// hands its pin over, so the next pinned instance of the member (a standby,
+// or this one restarted) gets the same batch first, in order. It does not
+// skip the batch or hand it back and carry on: carrying on would let later
+// messages reach the sink before it, which is what a batch must never do.
+//
+// Acks. cg's member consumers (and the reference library's) are explicit
+// ack, so cg acks each message of a batch, in order (DoubleAck: each with a
+// confirmed ack). One ack of the last message (AckAll) would settle the
+// whole batch only on a consumer whose ack policy is AckAll, and it would
+// be safe there only because, under one pin, the batch is every message
+// this instance holds below its last: cg never creates such a consumer, so
+// it never relies on it.
+//
+// The handler must not settle messages itself: Ack, Nak, Term, InProgress
+// and DoubleAck of a batch's Msgs return an error and do nothing. Its
+// context is cancelled when the instance stops or lets go of the consumer
+// (pin handed over, rebalance): the batch in flight is then abandoned —
+// unless the handler still returns nil, when it is acked as a finished
+// batch — and every message it held is nak'ed in stream order, so the
+// next pinned instance or owner gets the same messages, in order. Whatever
+// a crash leaves unacked is redelivered the same way; sinks must be
+// idempotent (pinning is not a lock), and a crash between the sink's write
+// and the acks repeats at most that one batch.
+//
+// Batch and Concurrency above 1 are refused together: a batch is already
+// the member's next N messages in order under one pin, which is what makes
+// it safe to write and ack as one; batches of several partitions at once
+// would need one gather, one retry and one hand back per partition, and a
+// failing partition would still have to stop the member. To scale, give
+// the group more members (partitions are the unit of parallelism).
+//
+// Max ack pending: a consumer cg creates for a batch instance gets max ack
+// pending Size unless MaxAckPending is given, which must then be at least
+// Size; an existing member consumer with a lower one is refused
+// (ErrConsumerConflict), since batches could never fill.
+
+// Batch is one call's worth of messages.
+type Batch struct {
+	Number  uint64 // 1, 2, ... per instance, in order
+	Msgs    []*Msg // in stream order, all under one pin
+	Attempt int    // 1 for the first call, 2.. for retries of the same batch
+}
+
+// BatchHandler processes one batch. A nil error acks every message of it;
+// an error has the same batch handed again (BatchOptions.MaxAttempts).
+// ctx is cancelled when the instance stops or lets go of the consumer.
+type BatchHandler func(ctx context.Context, b *Batch) error
+
+// BatchOptions turn a member instance into a batch consumer
+// (JoinOptions.Batch).
+type BatchOptions struct {
+	// Size N >= 1: at most N messages per call.
+	Size int
+	// Wait is how long the stage gathers after the first message of a
+	// batch before it calls the handler with fewer than Size. 0 is
+	// DefaultBatchWait; negative is refused.
+	Wait time.Duration
+	// Handler is called once per batch (and again per retry). Required;
+	// JoinOptions' per-message handler must then be nil.
+	Handler BatchHandler
+	// MaxAttempts is how many calls a batch gets before the instance
+	// gives up and stops (ErrBatchFailed). 0 is DefaultBatchMaxAttempts.
+	MaxAttempts int
+	// Backoff is the delay before attempt 2, 3, ...; the last repeats.
+	// nil is DefaultBatchBackoff.
+	Backoff []time.Duration
+	// DoubleAck acks each message with a confirmed double ack.
+	DoubleAck bool
+	// OnBatch, when set, is called after each attempt (from the stage's
+	// goroutine; it must not block for long).
+	OnBatch func(BatchEvent)
+}
+
+// BatchEvent is one attempt of a batch, reported to BatchOptions.OnBatch.
+type BatchEvent struct {
+	Number            uint64
+	Size              int
+	FirstSeq, LastSeq uint64 // stream sequences
+	Attempt           int
+	Acked             bool  // every message of the batch was acked
+	Err               error // the handler's error, or the first ack's that failed
+	// Final: the batch is done with on this instance (acked, given up
+	// after MaxAttempts, or abandoned to a stop or release).
+	Final bool
+}
+
+// Defaults of BatchOptions.
+const (
+	DefaultBatchWait        = 100 * time.Millisecond
+	DefaultBatchMaxAttempts = 5
+)
+
+// DefaultBatchBackoff is the delay before the second, third... attempt of a
+// failed batch when BatchOptions.Backoff is nil (the last repeats).
+var DefaultBatchBackoff = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
+
+var (
+	// ErrInvalidBatch: JoinOptions.Batch (or its combination with the
+	// other options) cannot work; nothing was joined.
+	ErrInvalidBatch = errors.New("invalid batch options")
+	// ErrBatchFailed: a batch's handler failed MaxAttempts times; the
+	// instance stopped, leaving the batch unacked for the next one.
+	ErrBatchFailed = errors.New("batch handler kept failing")
+	// ErrBatchAck is what settling a batch's message from the handler
+	// returns: in batch mode cg acks the batch by the handler's result.
+	ErrBatchAck = errors.New("messages of a batch are settled by the batch handler's result, not one by one")
+)
+
+// CauseBatchFailed: the instance stopped because a batch's handler failed
+// BatchOptions.MaxAttempts times (ErrBatchFailed).
+const CauseBatchFailed EventCause = "batch_failed"
+
+const reasonBatchFailed = "batch failed"
+
+// batchDefaults checks and fills in o.Batch (withDefaults). It copies the
+// options, so the caller's are never changed.
+func (o JoinOptions) batchDefaults() (JoinOptions, error) {
+	if o.Batch == nil {
+		return o, nil
+	}
+	b := *o.Batch
+	bad := func(f string, a ...any) (JoinOptions, error) {
+		return o, fmt.Errorf("%w: "+f, append([]any{ErrInvalidBatch}, a...)...)
+	}
+	switch {
+	case b.Handler == nil:
+		return bad("a batch handler is required")
+	case b.Size <= 0:
+		return bad("batch size %d: use 1 or more", b.Size)
+	case b.Wait < 0:
+		return bad("batch wait %s is negative: use 0 (the default, %s) or more", b.Wait, DefaultBatchWait)
+	case b.MaxAttempts < 0:
+		return bad("batch max attempts %d is negative: use 0 (the default, %d) or more", b.MaxAttempts, DefaultBatchMaxAttempts)
+	case o.Concurrency > 1:
+		return bad("batches and concurrency %d cannot be combined: a batch is the member's next messages in order under one pin; use batches or concurrency, and more members to scale", o.Concurrency)
+	case o.MaxAckPending != 0 && o.MaxAckPending < b.Size:
+		return bad("max ack pending %d is below batch size %d: batches could never fill; raise max ack pending to %d or more, or leave it unset (cg then uses %d)", o.MaxAckPending, b.Size, b.Size, b.Size)
+	}
+	for _, d := range b.Backoff {
+		if d < 0 {
+			return bad("batch backoff %s is negative", d)
+		}
+	}
+	if b.Wait == 0 {
+		b.Wait = DefaultBatchWait
+	}
+	if b.MaxAttempts == 0 {
+		b.MaxAttempts = DefaultBatchMaxAttempts
+	}
+	if b.Backoff == nil {
+		b.Backoff = DefaultBatchBackoff
+	}
+	b.Backoff = slices.Clone(b.Backoff)
+	if o.MaxAckPending == 0 {
+		o.MaxAckPending = b.Size
+	}
+	o.Batch = &b
+	return o, nil
+}
+
+// batchAckPendingProblem refuses an existing member consumer whose max ack
+// pending is below the batch size.
+func (m *Member) batchAckPendingProblem(cc jetstream.ConsumerConfig) error {
+	if m.opts.Batch == nil || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Batch.Size {
+		return nil
+	}
+	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance gathers batches of %d, which could never fill; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or use batches of %d",
+		ErrConsumerConflict, m.consumer, m.cstream, cc.MaxAckPending, m.opts.Batch.Size, m.opts.MaxAckPending, max(cc.MaxAckPending, 1))
+}
+
+// message builds the handler's Msg of raw, as handle does.
+func (s bindingSink) message(raw *nats.Msg) (*Msg, jsMsg) {
+	subject, p := StripPartition(raw.Subject)
+	js := s.msg(raw)
+	return &Msg{Msg: batchMsgGuard{js}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")}, js
+}
+
+// batchMsgGuard is a batch message as the handler sees it: everything but
+// settling it.
+type batchMsgGuard struct{ jsMsg }
+
+func (batchMsgGuard) Ack() error                         { return ErrBatchAck }
+func (batchMsgGuard) DoubleAck(context.Context) error    { return ErrBatchAck }
+func (batchMsgGuard) Nak() error                         { return ErrBatchAck }
+func (batchMsgGuard) NakWithDelay(time.Duration) error   { return ErrBatchAck }
+func (batchMsgGuard) InProgress() error                  { return ErrBatchAck }
+func (batchMsgGuard) Term() error                        { return ErrBatchAck }
+func (batchMsgGuard) TermWithReason(reason string) error { return ErrBatchAck }
+
+// batchStage is the batch delivery stage (see the top of the file).
+type batchStage struct {
+	m         *Member
+	sink      deliverySink
+	o         BatchOptions
+	ackWait   time.Duration
+	holdFor   time.Duration
+	keepEvery time.Duration
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []*batchItem // accepted, not yet in a batch; stream-sequence order
+	cur   []*batchItem // the batch the runner owns (admitted, unsettled)
+	// owned: the runner has taken a batch and settles it (and, when the
+	// hand back began meanwhile, the queue behind it) itself.
+	owned       bool
+	handingBack bool
+	quit        chan struct{} // closed by handBack
+	callCancel  context.CancelFunc
+	handed      bool // user code was given a batch
+	lastAcked   bool // the last batch given was acked
+	// The new-pin barrier, as the lane stage's: see lanes.go.
+	pin          string
+	barrier      bool
+	barrierAfter uint64
+	barrierTill  time.Time
+	lastAccept   time.Time
+	timer        *time.Timer
+
+	runDone  chan struct{}
+	stopKeep chan struct{}
+	keepDone chan struct{}
+}
+
+type batchItem struct {
+	raw     *nats.Msg
+	seq     uint64
+	at      time.Time // accepted
+	kept    time.Time // accepted or last kept alive
+	msg     *Msg
+	js      jsMsg
+	settled atomic.Bool // acked or nak'ed (read by keepAlive)
+}
+
+func (m *Member) newBatchStage(sink deliverySink) *batchStage {
+	s := &batchStage{
+		m: m, sink: sink, o: *m.opts.Batch,
+		ackWait:   m.opts.AckWait,
+		holdFor:   m.opts.AckWait + holdMargin,
+		keepEvery: max(m.opts.AckWait/2, 10*time.Millisecond),
+		quit:      make(chan struct{}),
+		runDone:   make(chan struct{}),
+		stopKeep:  make(chan struct{}),
+		keepDone:  make(chan struct{}),
+	}
+	s.cond = sync.NewCond(&s.mu)
+	go s.run()
+	go s.keepAlive()
+	return s
+}
+
+func (s *batchStage) accept(raw *nats.Msg) {
+	seq := streamSeq(raw)
+	if pid := raw.Header.Get("Nats-Pin-Id"); pid != "" && pid != s.pin && !s.isHandingBack() {
+		s.newPin(pid, raw)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.lastAccept = now
+	if s.barrier {
+		if md, err := raw.Metadata(); err == nil && md.NumDelivered == 1 && md.Sequence.Consumer > s.barrierAfter {
+			s.barrier = false
+		}
+	}
+	if s.handingBack && !s.owned {
+		_ = raw.Nak()
+		return
+	}
+	i, found := slices.BinarySearchFunc(s.queue, seq, func(q *batchItem, seq uint64) int { return cmpSeq(q.seq, seq) })
+	if found && seq != 0 {
+		// Redelivered while it waited: keep the newer delivery.
+		s.queue[i].raw, s.queue[i].kept = raw, now
+		return
+	}
+	s.queue = slices.Insert(s.queue, i, &batchItem{raw: raw, seq: seq, at: now, kept: now})
+	s.cond.Broadcast()
+}
+
+func (s *batchStage) isHandingBack() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handingBack
+}
+
+// newPin: first delivered to under pin; only the accept goroutine calls it.
+func (s *batchStage) newPin(pin string, first *nats.Msg) {
+	s.pin = pin
+	after, ok := s.sink.handBackOrphans(first)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.barrier, s.barrierAfter = true, after
+	s.barrierTill = time.Now().Add(s.holdFor)
+	s.lastAccept = time.Now()
+	s.mu.Unlock()
+}
+
+// wake has the runner look again at t.
+func (s *batchStage) wakeAt(t time.Time) {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timer = time.AfterFunc(time.Until(t), func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+}
+
+// take waits for the next batch: Size messages, or fewer once Wait has
+// passed since the first. Under s.mu; false once the hand back began.
+func (s *batchStage) take() ([]*batchItem, bool) {
+	for {
+		if s.handingBack {
+			return nil, false
+		}
+		if len(s.queue) > 0 && !s.barrier {
+			first := s.queue[0].at // the earliest arrival (a redelivery sorts in front)
+			for _, q := range s.queue {
+				if q.at.Before(first) {
+					first = q.at
+				}
+			}
+			due := first.Add(s.o.Wait)
+			if len(s.queue) >= s.o.Size || !time.Now().Before(due) {
+				n := min(s.o.Size, len(s.queue))
+				b := slices.Clone(s.queue[:n])
+				s.queue = slices.Delete(s.queue, 0, n)
+				return b, true
+			}
+			s.wakeAt(due)
+		}
+		s.cond.Wait()
+	}
+}
+
+// run is the stage's one goroutine handing batches to user code.
+func (s *batchStage) run() {
+	defer close(s.runDone)
+	for {
+		s.mu.Lock()
+		items, ok := s.take()
+		if !ok {
+			s.mu.Unlock()
+			return
+		}
+		s.owned = true
+		s.mu.Unlock()
+
+		items = s.admit(items)
+		if len(items) > 0 {
+			s.mu.Lock()
+			s.cur = items
+			s.mu.Unlock()
+			s.work(items)
+		}
+
+		s.mu.Lock()
+		s.cur = nil
+		s.owned = false
+		if s.handingBack {
+			for _, q := range items {
+				if !q.settled.Load() {
+					_ = q.raw.Nak()
+				}
+			}
+			for _, q := range s.queue {
+				_ = q.raw.Nak()
+			}
+			s.queue = nil
+		}
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// admit asks the runtime to admit each message right before user code sees
+// it; the ones it settles itself are dropped. A batch all admitted before
+// is admitted again before each retry: if any is refused now (the pin is
+// gone, the instance releasing), the rest are nak'ed with it and the batch
+// is dropped.
+func (s *batchStage) admit(items []*batchItem) []*batchItem {
+	out := items[:0]
+	for _, q := range items {
+		if !s.sink.admit(q.raw) {
+			q.settled.Store(true)
+			continue
+		}
+		if q.msg == nil {
+			if bs, ok := s.sink.(bindingSink); ok {
+				q.msg, q.js = bs.message(q.raw)
+			} else {
+				subject, p := StripPartition(q.raw.Subject)
+				q.msg = &Msg{subject: subject, partition: p, pinID: q.raw.Header.Get("Nats-Pin-Id")}
+			}
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+func (s *batchStage) readmit(items []*batchItem) bool {
+	for i, q := range items {
+		if !s.sink.admit(q.raw) {
+			q.settled.Store(true)
+			for _, r := range items[i+1:] {
+				_ = r.raw.Nak()
+				r.settled.Store(true)
+			}
+			for _, r := range items[:i] {
+				_ = r.raw.Nak()
+				r.settled.Store(true)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+func (s *batchStage) backoff(attempt int) time.Duration {
+	if len(s.o.Backoff) == 0 {
+		return 0
+	}
+	return s.o.Backoff[min(attempt-1, len(s.o.Backoff)-1)]
+}
+
+// work calls the handler with the batch until it succeeds, gives up or is
+// abandoned. Messages it leaves unsettled are nak'ed by run on the hand
+// back.
+func (s *batchStage) work(items []*batchItem) {
+	no := s.m.batchNo.Add(1)
+	msgs := make([]*Msg, len(items))
+	for i, q := range items {
+		msgs[i] = q.msg
+	}
+	ev := BatchEvent{Number: no, Size: len(items), FirstSeq: items[0].seq, LastSeq: items[len(items)-1].seq}
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 && !s.readmit(items) {
+			s.report(ev, attempt-1, false, errors.New("abandoned: the instance let go of the consumer"), true)
+			return
+		}
+		ctx, cancel := context.WithCancel(s.m.ctx)
+		s.mu.Lock()
+		s.callCancel = cancel
+		s.handed = true
+		s.lastAcked = false
+		if s.handingBack {
+			cancel()
+		}
+		s.mu.Unlock()
+		err := s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
+		cancel()
+		s.mu.Lock()
+		s.callCancel = nil
+		s.mu.Unlock()
+		if err == nil {
+			ackErr := s.ackAll(items)
+			s.mu.Lock()
+			s.lastAcked = ackErr == nil
+			s.mu.Unlock()
+			s.report(ev, attempt, ackErr == nil, ackErr, true)
+			return
+		}
+		gone := s.isHandingBack() || s.m.ctx.Err() != nil
+		final := gone || attempt >= s.o.MaxAttempts
+		s.report(ev, attempt, false, err, final)
+		if gone {
+			// Stopping: the hand back comes, and the batch must be nak'ed
+			// before anything queued behind it.
+			<-s.quit
+			return
+		}
+		if attempt >= s.o.MaxAttempts {
+			go s.m.finish(fmt.Errorf("%w: batch %d (stream sequences %d-%d, %d messages) failed %d time(s), last: %v; it was left unacked for the next instance of member %s",
+				ErrBatchFailed, no, ev.FirstSeq, ev.LastSeq, ev.Size, attempt, err, s.m.member), CauseBatchFailed, reasonBatchFailed)
+			<-s.quit
+			return
+		}
+		t := time.NewTimer(s.backoff(attempt))
+		select {
+		case <-t.C:
+		case <-s.quit:
+			t.Stop()
+			return
+		}
+	}
+}
+
+func (s *batchStage) report(ev BatchEvent, attempt int, acked bool, err error, final bool) {
+	if s.o.OnBatch == nil {
+		return
+	}
+	ev.Attempt, ev.Acked, ev.Err, ev.Final = attempt, acked, err, final
+	s.o.OnBatch(ev)
+}
+
+// ackAll acks the batch, in order; the first error is returned (the
+// messages not acked are left to the ack wait, or to a new pinned
+// instance's hand back when the ack was refused by fencing).
+func (s *batchStage) ackAll(items []*batchItem) error {
+	var first error
+	for _, q := range items {
+		var err error
+		switch {
+		case q.js.m == nil:
+			err = q.raw.Ack()
+		case s.o.DoubleAck:
+			ctx, cancel := context.WithTimeout(context.Background(), min(s.ackWait, doubleAckTimeout))
+			err = q.js.DoubleAck(ctx)
+			cancel()
+		default:
+			err = q.js.Ack()
+		}
+		q.settled.Store(true)
+		if err != nil && first == nil {
+			first = fmt.Errorf("ack of stream sequence %d: %w", q.seq, err)
+		}
+	}
+	return first
+}
+
+// keepAlive sends in-progress acks for the batch in hand and the messages
+// queued behind it every keepEvery, and lifts a new pin's barrier that ran
+// out (barrierIdle, or the hold bound).
+func (s *batchStage) keepAlive() {
+	defer close(s.keepDone)
+	t := time.NewTicker(max(s.keepEvery/4, 5*time.Millisecond))
+	defer t.Stop()
+	var due []*batchItem
+	for {
+		select {
+		case <-s.stopKeep:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		due = due[:0]
+		s.mu.Lock()
+		if s.handingBack {
+			s.mu.Unlock()
+			continue
+		}
+		if s.barrier && (now.Sub(s.lastAccept) >= barrierIdle || now.After(s.barrierTill)) {
+			s.barrier = false
+			s.cond.Broadcast()
+		}
+		for _, list := range [][]*batchItem{s.cur, s.queue} {
+			for _, q := range list {
+				if !q.settled.Load() && now.Sub(q.kept) >= s.keepEvery {
+					q.kept = now
+					due = append(due, q)
+				}
+			}
+		}
+		s.mu.Unlock()
+		for _, q := range due {
+			_ = s.sink.keepAlive(q.raw)
+		}
+	}
+}
+
+// handBack: the batch in flight is abandoned (its handler's context is
+// cancelled); when no batch is owned by the runner, the queue is nak'ed
+// now, in order; otherwise the runner naks the batch and then the queue
+// once the call returns, so the next instance gets them in order.
+func (s *batchStage) handBack() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handingBack {
+		return
+	}
+	s.handingBack = true
+	close(s.quit)
+	if s.callCancel != nil {
+		s.callCancel()
+	}
+	if !s.owned {
+		for _, q := range s.queue {
+			_ = q.raw.Nak()
+		}
+		s.queue = nil
+	}
+	s.cond.Broadcast()
+}
+
+// wait returns once the runner has ended (after the hand back) and reports
+// whether the last batch given to user code was acked.
+func (s *batchStage) wait() bool {
+	s.handBack() // the contract has it called already; harmless again
+	<-s.runDone
+	close(s.stopKeep)
+	<-s.keepDone
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	return !s.handed || s.lastAcked
+}
