@@ -293,7 +293,8 @@ func (d *batchWalk) steps(ctx context.Context, v *Verdict) error {
 		"reaches the server: the worst moment of a kill -9. The standby sees the pinned instance gone,",
 		"the server pins the standby, and it must get the whole batch again, in the same order, before",
 		"anything later (the sink then holds that batch twice: it must be idempotent). The dead instance's",
-		fmt.Sprintf("whole window is out unacked, so the server redelivers it once the ack wait (%v) has run out.", o.AckWait))
+		"whole window is out unacked: the standby hands it back (naks it in order) as it unpins the dead one,",
+		fmt.Sprintf("so the redelivery does not wait for the ack wait (%v).", o.AckWait))
 	close(d.armed)
 	if !poll(ctx, stepLimit, func() bool {
 		d.sink.mu.Lock()
