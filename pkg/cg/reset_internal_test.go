@@ -3,6 +3,7 @@ package cg
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestResetOldServerRefused(t *testing.T) {
 	})
 	m.Stop()
 	_, err = c.reset(ctx, Version{2, 12, 3}, KindStatic, "ORDERS", "g", nil, ResetTarget{Start: true})
-	if !errors.Is(err, ErrServerTooOld) || !contains(err.Error(), "2.14.0") {
+	if !errors.Is(err, ErrServerTooOld) || !strings.Contains(err.Error(), "2.14.0") {
 		t.Fatalf("old server: %v", err)
 	}
 	ci, err := c.consumerInfo(ctx, "ORDERS", "g-m1")
@@ -54,5 +55,3 @@ func TestResetOldServerRefused(t *testing.T) {
 		}
 	}
 }
-
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))) }
