@@ -275,9 +275,19 @@ func TestResetRunning(t *testing.T) {
 			joinBoth(t, c, ctx, r, cg.JoinOptions{Concurrency: conc})
 			natstest.Eventually(t, 30*time.Second, "100 handled", func() bool { return r.total() >= 100 })
 			// Half way through the backlog, back to a time (message 41).
+			pins := func() string {
+				gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return gi.Members[0].PinID + " " + gi.Members[1].PinID
+			}
+			pinned := pins()
+			start := time.Now()
 			res, since := r.resetSnap(t, func() (cg.ResetResult, error) {
 				return c.Reset(ctx, cg.KindStatic, "ORDERS", "g", nil, cg.ResetTarget{Time: at[39].Add(time.Microsecond)})
 			})
+			t.Logf("reset of 2 running members took %s; pins before %s, after %s", time.Since(start).Round(time.Millisecond), pinned, pins())
 			if res.Seq != 41 || len(res.Paused) != 2 {
 				t.Fatalf("reset: seq %d paused %v", res.Seq, res.Paused)
 			}
