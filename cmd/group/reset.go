@@ -189,6 +189,9 @@ func resetRun(ctx context.Context, o *ResetOptions, t cg.ResetTarget) error {
 		if !mp.ConsumerExists {
 			what += " (no consumer yet: it starts there when it joins)"
 		}
+		if mp.Recreate {
+			what += fmt.Sprintf(" (consumer %s deleted: the server cannot move it below its start; the member makes it again there when it joins)", mp.Consumer)
+		}
 		if mp.Unacked > 0 {
 			what += fmt.Sprintf("; %d message(s) its instances held were still unacked at the reset", mp.Unacked)
 		}
@@ -237,6 +240,9 @@ func printResetPlan(w interface{ Write([]byte) (int, error) }, p cg.ResetPlan) {
 		if !mp.ConsumerExists {
 			cons += " (none yet)"
 		}
+		if mp.Recreate {
+			cons += " (to remake)"
+		}
 		running := "no"
 		if mp.Running {
 			running = fmt.Sprintf("yes, %d unacked", mp.AckPending)
@@ -257,6 +263,7 @@ type ResetMemberView struct {
 	Skipped        uint64 `json:"skipped"`
 	Running        bool   `json:"running"`
 	AckPending     int    `json:"ack_pending"`
+	Recreate       bool   `json:"recreate,omitempty"`
 	Unacked        int    `json:"unacked_at_reset,omitempty"`
 }
 
@@ -279,7 +286,7 @@ func resetView(p cg.ResetPlan, paused []string, dry bool) ResetView {
 		FirstSeq: p.FirstSeq, LastSeq: p.LastSeq, DryRun: dry, Paused: paused, Members: []ResetMemberView{}}
 	for _, mp := range p.Members {
 		v.Members = append(v.Members, ResetMemberView{Member: mp.Member, Consumer: mp.Consumer, ConsumerExists: mp.ConsumerExists,
-			From: mp.From, To: mp.To, Again: mp.Again, Skipped: mp.Skipped, Running: mp.Running, AckPending: mp.AckPending, Unacked: mp.Unacked})
+			From: mp.From, To: mp.To, Again: mp.Again, Skipped: mp.Skipped, Running: mp.Running, AckPending: mp.AckPending, Recreate: mp.Recreate, Unacked: mp.Unacked})
 	}
 	return v
 }

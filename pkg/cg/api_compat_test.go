@@ -400,6 +400,7 @@ func _() {
 	var _ uint64 = (*cg.ResetMemberPlan)(nil).Skipped
 	var _ bool = (*cg.ResetMemberPlan)(nil).Running
 	var _ int = (*cg.ResetMemberPlan)(nil).AckPending
+	var _ bool = (*cg.ResetMemberPlan)(nil).Recreate
 	var _ int = (*cg.ResetMemberPlan)(nil).Unacked
 	var _ *cg.ResetPlan
 	var _ cg.Kind = (*cg.ResetPlan)(nil).Kind

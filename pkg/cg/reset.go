@@ -108,6 +108,12 @@ type ResetMemberPlan struct {
 	Running bool `json:"running"`
 	// AckPending is what its instances hold unacked when planned.
 	AckPending int `json:"ack_pending"`
+	// Recreate: the consumer was made to start after the target (a
+	// member consumer made again after inactivity starts just after its
+	// saved position) and the server cannot reset it that far back; no
+	// instance runs, so it is deleted instead and the member makes it
+	// again at the target when it joins.
+	Recreate bool `json:"recreate,omitempty"`
 	// Unacked is, after the reset, how many messages were still
 	// unacked when it took effect (delivered, not settled within the
 	// drain wait): the reset forgot them.
@@ -210,12 +216,18 @@ func (c *Client) resetPlan(ctx context.Context, k Kind, stream, group string, me
 			if owned, why := MemberConsumerOwned(ci.Config, "static", stream, group, m, staticForms(scfg, m)...); !owned {
 				return plan, nil, notOwned("consumer", name, fmt.Sprintf("member %q of static group %q", m, group), why, "")
 			}
-			if err := resetAllowed(ci, plan.Seq); err != nil {
-				return plan, nil, err
-			}
 			filters = consumerFilters(ci.Config)
 			mp.ConsumerExists, mp.From = true, ci.AckFloor.Stream+1
-			mp.Running, mp.AckPending = ci.NumWaiting > 0, ci.NumAckPending
+			mp.Running, mp.AckPending = ci.NumWaiting > 0 || pinned(ci), ci.NumAckPending
+			if err := resetAllowed(ci, plan.Seq); err != nil {
+				if !errors.Is(err, errBelowStart) {
+					return plan, nil, err
+				}
+				if mp.Running {
+					return plan, nil, described{fmt.Sprintf("consumer %s was made to start at stream sequence %d (made again after inactivity, from member %q's saved position) and the server cannot reset it below that; with no instance running it is remade at the target instead: stop the member's instances and reset again, or choose a target at or after %d", name, ci.Config.OptStartSeq, m, ci.Config.OptStartSeq), ErrResetUnsupported}
+				}
+				mp.Recreate = true
+			}
 		} else if pos, ok := c.savedPosition(ctx, stream, group, m); ok {
 			mp.From = pos.AckFloor + 1
 		} else {
@@ -249,9 +261,23 @@ func resetAllowed(ci *jetstream.ConsumerInfo, seq uint64) error {
 		if seq >= ci.Config.OptStartSeq {
 			return nil
 		}
-		return described{fmt.Sprintf("consumer %s was made to start at stream sequence %d and the server cannot reset it below that; choose a target at or after it, or delete the member's consumer while it is stopped so that it is made again from its saved position", ci.Name, ci.Config.OptStartSeq), ErrResetUnsupported}
+		return errBelowStart
 	}
 	return described{fmt.Sprintf("consumer %s has deliver policy %s: the server resets only consumers that deliver all or from a start", ci.Name, ci.Config.DeliverPolicy), ErrResetUnsupported}
+}
+
+// errBelowStart: a consumer made to start at a sequence cannot be reset
+// below it.
+var errBelowStart = described{"below the consumer's start sequence", ErrResetUnsupported}
+
+// pinned reports whether the server has pinned an instance of ci.
+func pinned(ci *jetstream.ConsumerInfo) bool {
+	for _, pg := range ci.PriorityGroups {
+		if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveTarget turns t into the first stream sequence to handle.
@@ -410,14 +436,43 @@ func (c *Client) reset(ctx context.Context, v Version, k Kind, stream, group str
 		return res, err
 	}
 	c.drain(ctx, stream, &res, rms, live)
+	// A consumer to remake must still have no instance (one may have
+	// started since the plan): then nothing has changed yet.
 	for _, i := range live {
 		mp := res.Members[i]
+		if !mp.Recreate {
+			continue
+		}
+		ci, err := c.consumerInfo(ctx, stream, mp.Consumer)
+		if err != nil {
+			return res, err
+		}
+		if ci != nil && (ci.NumWaiting > 0 || pinned(ci)) {
+			return res, described{fmt.Sprintf("an instance of member %q started while planning; consumer %s can only be remade with none running (nothing was changed): stop it and reset again", mp.Member, mp.Consumer), ErrResetUnsupported}
+		}
+	}
+	for _, i := range live {
+		mp := res.Members[i]
+		if mp.Recreate {
+			continue
+		}
 		if _, err := c.js.ResetConsumerToSequence(ctx, stream, mp.Consumer, mp.To); err != nil {
 			return res, fmt.Errorf("reset consumer %s on %s to sequence %d: %w", mp.Consumer, stream, mp.To, err)
 		}
 	}
+	// The position first: a member joining between the two steps makes
+	// its consumer from it.
 	if err := c.movePositions(ctx, stream, group, res.Members); err != nil {
 		return res, err
+	}
+	for _, i := range live {
+		mp := res.Members[i]
+		if !mp.Recreate {
+			continue
+		}
+		if err := c.js.DeleteConsumer(ctx, stream, mp.Consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return res, fmt.Errorf("delete consumer %s on %s to remake it at sequence %d: %w", mp.Consumer, stream, mp.To, err)
+		}
 	}
 	if resetHook != nil {
 		resetHook()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -400,5 +401,88 @@ func TestResetBadInput(t *testing.T) {
 	}
 	if _, err := c.Reset(ctx, cg.KindElastic, "ORDERS", "g", nil, cg.ResetTarget{Start: true}); !errors.Is(err, cg.ErrGroupNotFound) {
 		t.Fatalf("elastic of a static group: %v", err)
+	}
+}
+
+// A member with no consumer yet only has its saved position moved, and
+// starts there; a consumer made that way (to start at a sequence, as one
+// made again after inactivity is) cannot be reset below its start: with
+// no instance running it is remade at the target, with one running the
+// reset is refused and nothing changes.
+func TestResetNoConsumerAndRemade(t *testing.T) {
+	c, js, ctx := resetGroup(t)
+	publishN(t, js, 40)
+	res, err := c.Reset(ctx, cg.KindStatic, "ORDERS", "g", []string{"m1"}, cg.ResetTarget{Seq: 21})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp := res.Members[0]; mp.ConsumerExists || mp.From != 1 || mp.To != 21 || mp.Skipped == 0 || len(res.Paused) != 0 {
+		t.Fatalf("plan without a consumer: %+v", res)
+	}
+	r := &resetRec{got: map[string][]handled{}}
+	all := func() []handled { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.got["m1"]) }
+	m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", r.handler("m1"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "m1 handled from 21", func() bool {
+		cons, err := js.Consumer(ctx, "ORDERS", "g-m1")
+		return err == nil && cons.CachedInfo().NumPending == 0 && cons.CachedInfo().NumAckPending == 0 && len(all()) > 0
+	})
+	first := all()
+	for _, h := range first {
+		if h.seq < 21 {
+			t.Fatalf("m1 handled %d, before the target 21", h.seq)
+		}
+	}
+	// Running: refused, nothing changed.
+	cons, _ := js.Consumer(ctx, "ORDERS", "g-m1")
+	before := cons.CachedInfo()
+	if _, err := c.Reset(ctx, cg.KindStatic, "ORDERS", "g", []string{"m1"}, cg.ResetTarget{Seq: 5}); !errors.Is(err, cg.ErrResetUnsupported) {
+		t.Fatalf("running member below its consumer's start: %v", err)
+	}
+	cons, _ = js.Consumer(ctx, "ORDERS", "g-m1")
+	if after := cons.CachedInfo(); after.AckFloor.Stream != before.AckFloor.Stream || after.Delivered.Stream != before.Delivered.Stream || after.NumPending != before.NumPending || !after.Created.Equal(before.Created) || after.Paused {
+		t.Fatalf("refused reset changed the consumer: %+v -> %+v", before, after)
+	}
+	m.Stop()
+	natstest.Eventually(t, 30*time.Second, "m1's instance gone", func() bool {
+		cons, err := js.Consumer(ctx, "ORDERS", "g-m1")
+		return err == nil && cons.CachedInfo().NumWaiting == 0
+	})
+	res, err = c.Reset(ctx, cg.KindStatic, "ORDERS", "g", []string{"m1"}, cg.ResetTarget{Seq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Members[0].Recreate {
+		t.Fatalf("want the consumer remade: %+v", res.Members[0])
+	}
+	r.mu.Lock()
+	r.got = map[string][]handled{}
+	r.mu.Unlock()
+	if _, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", r.handler("m1"), cg.JoinOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// m1's messages from 5 on: those from 21 it handled before, and
+	// earlier ones of its partitions, once each, in order.
+	natstest.Eventually(t, 30*time.Second, "m1 handled from 5", func() bool {
+		cons, err := js.Consumer(ctx, "ORDERS", "g-m1")
+		return err == nil && cons.CachedInfo().NumPending == 0 && cons.CachedInfo().NumAckPending == 0 && len(all()) > 0
+	})
+	var got []uint64
+	for _, h := range all() {
+		got = append(got, h.seq)
+	}
+	for _, h := range first {
+		if !slices.Contains(got, h.seq) {
+			t.Fatalf("m1 after the remade consumer handled %v, not %d", got, h.seq)
+		}
+	}
+	if got[0] < 5 || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) || len(got) <= len(first) {
+		t.Fatalf("m1 after the remade consumer handled %v (before: %d from 21)", got, len(first))
+	}
+	cons, _ = js.Consumer(ctx, "ORDERS", "g-m1")
+	if cfg := cons.CachedInfo().Config; cfg.OptStartSeq != 5 {
+		t.Fatalf("remade consumer starts at %d, want 5", cfg.OptStartSeq)
 	}
 }
