@@ -112,6 +112,10 @@ func TestResetCLIDryRunAndReset(t *testing.T) {
 	if after := e.consState("g-m1", "g-m2"); after["g-m1"] != before["g-m1"] || after["g-m2"] != before["g-m2"] {
 		t.Fatalf("dry run changed consumers: %+v -> %+v", before, after)
 	}
+	r = e.mustRun("--json", "static", "reset", "ORDERS", "g", "--by-duration", "1h", "--dry-run")
+	if err := json.Unmarshal([]byte(r.Out), &v); err != nil || v.Seq != 1 {
+		t.Fatalf("--by-duration 1h: %v %s", err, r.Out)
+	}
 	// The human plan, then the reset of m1 alone.
 	r = e.mustRun("static", "reset", "ORDERS", "g", "m1", "--to-seq", "21", "--force")
 	if !strings.Contains(r.Out, "MEMBER") || !strings.Contains(r.Out, "g-m1") || strings.Contains(r.Out, "g-m2") {

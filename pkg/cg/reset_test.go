@@ -339,6 +339,14 @@ func TestResetPlanChangesNothing(t *testing.T) {
 	if skipped != 10 || plan.Seq != 71 {
 		t.Fatalf("to end: %d skipped, seq %d; want 10, 71", skipped, plan.Seq)
 	}
+	// By a duration: an hour back is the first message, a nanosecond
+	// back is after the last.
+	for ago, want := range map[time.Duration]uint64{time.Hour: 1, time.Nanosecond: 71} {
+		plan, err = c.ResetPlan(ctx, cg.KindStatic, "ORDERS", "g", nil, cg.ResetTarget{Ago: ago})
+		if err != nil || plan.Seq != want {
+			t.Fatalf("by %s: seq %d, %v; want %d", ago, plan.Seq, err, want)
+		}
+	}
 	if after := states(t, js); !equalStates(before, after) {
 		t.Fatalf("the plan changed consumers: %+v -> %+v", before, after)
 	}
@@ -398,6 +406,24 @@ func TestResetBadInput(t *testing.T) {
 		if mp.Again != 0 || mp.Skipped != 0 {
 			t.Fatalf("seq 31 plan %+v", mp)
 		}
+	}
+	// A consumer with the member's name that cg did not make is never
+	// touched.
+	if _, err := c.CreateStatic(ctx, "ORDERS", "h", cg.StaticConfig{MaxMembers: 10, Filters: []string{">"}, Members: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: "h-x", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reset(ctx, cg.KindStatic, "ORDERS", "h", nil, cg.ResetTarget{Start: true}); !errors.Is(err, cg.ErrNotOwned) {
+		t.Fatalf("foreign consumer: %v", err)
+	}
+	cons, err := js.Consumer(ctx, "ORDERS", "h-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := cons.CachedInfo(); ci.Paused || ci.NumPending != 30 || ci.Delivered.Stream != 0 {
+		t.Fatalf("foreign consumer touched: %+v", ci)
 	}
 	if _, err := c.Reset(ctx, cg.KindElastic, "ORDERS", "g", nil, cg.ResetTarget{Start: true}); !errors.Is(err, cg.ErrGroupNotFound) {
 		t.Fatalf("elastic of a static group: %v", err)
