@@ -198,6 +198,9 @@ func (c *Client) resetPlan(ctx context.Context, k Kind, stream, group string, me
 	if err != nil {
 		return plan, nil, err
 	}
+	if si.Config.Retention == jetstream.WorkQueuePolicy {
+		return plan, nil, described{fmt.Sprintf("stream %s is a work-queue stream: it deletes each message once it is acked, so nothing the members handled is left to replay, and it takes no consumer to count with", stream), ErrResetUnsupported}
+	}
 	plan.FirstSeq, plan.LastSeq = si.State.FirstSeq, si.State.LastSeq
 	if plan.Seq, err = c.resolveTarget(ctx, stream, si, t); err != nil {
 		return plan, nil, err

@@ -425,6 +425,17 @@ func TestResetBadInput(t *testing.T) {
 	if ci := cons.CachedInfo(); ci.Paused || ci.NumPending != 30 || ci.Delivered.Stream != 0 {
 		t.Fatalf("foreign consumer touched: %+v", ci)
 	}
+	// A work-queue stream keeps nothing acked: refused.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "WQ", Subjects: []string{"wq.*"}, Retention: jetstream.WorkQueuePolicy,
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "wq.*", Destination: "{{partition(2,1)}}.wq.{{wildcard(1)}}"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStatic(ctx, "WQ", "w", cg.StaticConfig{MaxMembers: 2, Filters: []string{">"}, Members: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResetPlan(ctx, cg.KindStatic, "WQ", "w", nil, cg.ResetTarget{Start: true}); !errors.Is(err, cg.ErrResetUnsupported) {
+		t.Fatalf("work-queue stream: %v", err)
+	}
 	if _, err := c.Reset(ctx, cg.KindElastic, "ORDERS", "g", nil, cg.ResetTarget{Start: true}); !errors.Is(err, cg.ErrGroupNotFound) {
 		t.Fatalf("elastic of a static group: %v", err)
 	}
