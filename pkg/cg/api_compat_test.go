@@ -63,6 +63,8 @@ func _() {
 	var _ func(*cg.Client, context.Context, string) ([]string, error) = (*cg.Client).ListElastic
 	var _ func(*cg.Client, context.Context, ...string) ([]cg.GroupRef, error) = (*cg.Client).ListGroups
 	var _ func(*cg.Client, context.Context, string) ([]string, error) = (*cg.Client).ListStatic
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string, []string, cg.ResetTarget) (cg.ResetResult, error) = (*cg.Client).Reset
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string, []string, cg.ResetTarget) (cg.ResetPlan, error) = (*cg.Client).ResetPlan
 	var _ func(*cg.Client) (cg.Version, error) = (*cg.Client).ServerVersion
 	var _ func(*cg.Client, context.Context, string, string, []cg.MemberMapping, ...cg.ChangeOption) (cg.MembershipChange, error) = (*cg.Client).SetMappings
 	var _ func(*cg.Client, context.Context, string, string) (cg.StaticConfig, error) = (*cg.Client).StaticConfig
@@ -151,6 +153,8 @@ func _() {
 	var _ error = cg.ErrNotMapped
 	var _ error = cg.ErrNotOwned
 	var _ error = cg.ErrNotPinned
+	var _ error = cg.ErrResetTarget
+	var _ error = cg.ErrResetUnsupported
 	var _ error = cg.ErrServerTooOld
 	var _ error = cg.ErrStreamNotFound
 	var _ error = cg.ErrStreamNotReady
@@ -307,6 +311,7 @@ func _() {
 	var _ bool = (*cg.MembershipChange)(nil).Minimal
 	var _ func(*cg.MembershipChange) int = (*cg.MembershipChange).BalancedMoves
 	var _ func(*cg.MembershipChange) int = (*cg.MembershipChange).MinimumMoves
+	var _ cg.Version = cg.MinConsumerReset
 	var _ cg.Version = cg.MinPinning
 	var _ cg.Version = cg.MinWholeSubjectPartition
 	var _ func() cg.ChangeOption = cg.Minimal
@@ -385,6 +390,36 @@ func _() {
 	var _ string = cg.PositionsBucket
 	var _ string = cg.PriorityGroup
 	var _ func(ps []int) string = cg.Ranges
+	var _ *cg.ResetMemberPlan
+	var _ string = (*cg.ResetMemberPlan)(nil).Member
+	var _ string = (*cg.ResetMemberPlan)(nil).Consumer
+	var _ bool = (*cg.ResetMemberPlan)(nil).ConsumerExists
+	var _ uint64 = (*cg.ResetMemberPlan)(nil).From
+	var _ uint64 = (*cg.ResetMemberPlan)(nil).To
+	var _ uint64 = (*cg.ResetMemberPlan)(nil).Again
+	var _ uint64 = (*cg.ResetMemberPlan)(nil).Skipped
+	var _ bool = (*cg.ResetMemberPlan)(nil).Running
+	var _ int = (*cg.ResetMemberPlan)(nil).AckPending
+	var _ bool = (*cg.ResetMemberPlan)(nil).Recreate
+	var _ int = (*cg.ResetMemberPlan)(nil).Unacked
+	var _ *cg.ResetPlan
+	var _ cg.Kind = (*cg.ResetPlan)(nil).Kind
+	var _ string = (*cg.ResetPlan)(nil).Stream
+	var _ string = (*cg.ResetPlan)(nil).Group
+	var _ string = (*cg.ResetPlan)(nil).Target
+	var _ uint64 = (*cg.ResetPlan)(nil).Seq
+	var _ uint64 = (*cg.ResetPlan)(nil).FirstSeq
+	var _ uint64 = (*cg.ResetPlan)(nil).LastSeq
+	var _ []cg.ResetMemberPlan = (*cg.ResetPlan)(nil).Members
+	var _ *cg.ResetResult
+	var _ []string = (*cg.ResetResult)(nil).Paused
+	var _ *cg.ResetTarget
+	var _ bool = (*cg.ResetTarget)(nil).Start
+	var _ bool = (*cg.ResetTarget)(nil).End
+	var _ uint64 = (*cg.ResetTarget)(nil).Seq
+	var _ time.Time = (*cg.ResetTarget)(nil).Time
+	var _ time.Duration = (*cg.ResetTarget)(nil).Ago
+	var _ func(*cg.ResetTarget) string = (*cg.ResetTarget).String
 	var _ *cg.Sampler
 	var _ func(*cg.Sampler, cg.GroupInfo) cg.Snapshot = (*cg.Sampler).Add
 	var _ func(*cg.Sampler, cg.PinEvent) = (*cg.Sampler).AddPin

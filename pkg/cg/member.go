@@ -278,6 +278,7 @@ type binding struct {
 	// a redelivery of one (its ack was slow or lost) is acked again rather
 	// than handled twice.
 	acked      *seqRing
+	lastDSeq   uint64 // the last delivery's consumer sequence (reset_member.go)
 	stopPull   chan struct{}
 	pullDone   chan struct{}
 	handleDone chan struct{}
@@ -525,6 +526,7 @@ func (m *Member) handleLoop(b *binding) {
 	for {
 		select {
 		case raw := <-b.work:
+			b.sawDelivery(raw)
 			stage.accept(raw)
 		case <-b.pullDone:
 			stage.handBack()
