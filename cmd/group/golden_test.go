@@ -14,6 +14,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
 // goldenOut normalises a command's output and compares it with its golden file.
@@ -99,6 +100,12 @@ func TestGoldenElastic(t *testing.T) {
 		}
 	}
 
+	// Sourcing into the work stream is asynchronous: the unpinned views
+	// show the backlog once it is all there, not a race with it.
+	natstest.Eventually(t, 20*time.Second, "work stream sourced", func() bool {
+		ws, err := e.js.Stream(context.Background(), cg.WorkStreamName("EVENTS", "e"))
+		return err == nil && ws.CachedInfo().State.Msgs == 5
+	})
 	goldenOut(t, "elastic-ls", e.mustRun("elastic", "ls", "EVENTS"))
 	goldenOut(t, "elastic-info-unpinned", e.mustRun("elastic", "info", "EVENTS", "e"))
 	goldenOut(t, "elastic-watch-unpinned", e.mustRun("elastic", "watch", "EVENTS", "e", "--count", "1"))
