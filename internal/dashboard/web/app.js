@@ -165,17 +165,21 @@
     g.section.dataset.readOnly = st.read_only ? "true" : "false";
     g.section.dataset.partitions = String(st.partitions || 0);
 
-    // Head: names, kind, size, rate.
-    const rate = (st.partition_stats || []).reduce((s, x) => s + (x.rate || 0), 0);
-    const pending = (st.partition_stats || []).reduce((s, x) => s + (x.pending || 0), 0);
+    // Head: names, kind, size, flow (acks/s as the server counts them).
+    const pending = st.pending !== undefined ? st.pending : (st.partition_stats || []).reduce((s, x) => s + (x.pending || 0), 0);
+    const acks = typeof st.ack_rate === "number" ? st.ack_rate : null;
     g.head.replaceChildren(
       el("h2", {}, el("span", { class: "gname" }, g.stream + " / " + g.group)),
       el("span", { class: "badge kind", "data-kind": kind }, kind || "group"),
       el("span", { class: "muted" }, (st.partitions || 0) + " partitions, " + (st.members || []).length + " members"),
       el("span", { class: "muted", "data-total-pending": pending }, "pending " + pending),
-      el("span", { class: "muted", "data-rate": rate.toFixed(1) }, rate.toFixed(1) + " msg/s"),
-      el("span", { class: "muted small updated" }, "updated " + clock(g.updated)),
+      el("span", { class: "muted", "data-ack-rate": acks === null ? "" : acks.toFixed(1) }, acks === null ? "flow -" : "flow " + acks.toFixed(1) + " acks/s"),
+      st.mode ? el("span", { class: "muted" }, st.mode) : null,
+      st.work_stream ? el("span", { class: "muted small" }, "work stream " + st.work_stream) : null,
+      el("span", { class: "muted small updated" }, "updated " + clock(st.sampled_at || g.updated)),
     );
+    const problem = st.error || st.lag_error || "";
+    if (problem) g.head.append(el("p", { class: "error", "data-state-error": "" }, problem));
 
     // Lanes 0..N-1, each in its owner's colour.
     const n = st.partitions || 0;
@@ -184,18 +188,20 @@
     for (let p = 0; p < n; p++) {
       const ps = (st.partition_stats || []).find((x) => x.partition === p) || {};
       const owner = ownerOf(st, p);
-      const color = owner ? colorOf(st, owner) : "#c4c7cc";
+      const color = owner ? (ps.color || colorOf(st, owner)) : "#c4c7cc";
+      const delta = ps.rate || 0;
       const w = Math.round(((ps.pending || 0) / maxPending) * 100);
       lanes.push(el("div", {
         class: "lane" + (owner ? "" : " unowned"), "data-partition": p, "data-owner": owner,
-        "data-pending": ps.pending || 0, style: "--c:" + color,
+        "data-pending": ps.pending || 0, "data-status": ps.status || "", style: "--c:" + color,
+        title: ps.reason || "",
       },
       el("span", { class: "pnum" }, "P" + p),
       el("span", { class: "owner" }, owner || "unowned"),
       el("span", { class: "bar", title: "pending " + (ps.pending || 0) }, el("span", { class: "fill", style: "width:" + w + "%" })),
       el("span", { class: "pending" }, "pending " + (ps.pending || 0)),
       el("span", { class: "age", "data-oldest-ms": ps.oldest_age_ms || 0 }, "oldest " + (ps.pending ? age(ps.oldest_age_ms) : "-")),
-      el("span", { class: "rate" }, (ps.rate || 0).toFixed(1) + "/s"),
+      el("span", { class: "rate", title: "backlog change, messages per second" }, (delta > 0 ? "+" : "") + delta.toFixed(1) + "/s"),
       el("span", { class: "keys", "data-lane-keys": p }, (g.laneKeys.get(p) || []).join(" ")),
       ));
     }
@@ -219,12 +225,16 @@
         kind === "elastic" ? el("button", { type: "button", "data-action": "drop", "data-member": m.name }, "drop") : null,
         kind === "elastic" ? el("button", { type: "button", "data-action": "mapping-delete", "data-member": m.name }, "delete mapping") : null,
       );
-      return el("div", { class: "member", "data-member": m.name, style: "--c:" + (m.color || "#9aa0a6") },
+      return el("div", { class: "member", "data-member": m.name, "data-live": m.live ? "true" : "false", "data-pin-id": m.pin_id || "", style: "--c:" + (m.color || "#9aa0a6") },
         el("div", { class: "mhead" },
           el("span", { class: "swatch" }),
           el("strong", { class: "mname" }, m.name),
           el("span", { class: "parts", "data-partitions": ranges(m.partitions) }, " partitions " + ranges(m.partitions)),
           el("span", { class: "muted" }, " · " + (m.instances || []).length + " instance" + ((m.instances || []).length === 1 ? "" : "s")),
+          m.status ? el("span", { class: "mstatus", "data-status": m.status }, " " + m.status) : null,
+          el("span", { class: "muted" }, " · pending " + (m.pending || 0)),
+          typeof m.ack_rate === "number" ? el("span", { class: "muted" }, " · " + m.ack_rate.toFixed(1) + " acks/s") : null,
+          m.consumer ? el("span", { class: "muted small" }, " · consumer " + m.consumer) : null,
           actions),
         insts.length ? el("ul", { class: "instances" }, ...insts) : el("p", { class: "muted small" }, "no instance running"));
     });
@@ -249,6 +259,10 @@
     const key = ev.key || ev.subject || "";
     g.recent.unshift({ key: key, who: who, member: ev.member || "", partition: ev.partition, seq: ev.seq, at: ev.time });
     if (g.recent.length > RECENT_MAX) g.recent.length = RECENT_MAX;
+    let part = typeof ev.partition === "number" ? ev.partition : NaN;
+    // The stored subject starts with the partition the transform stamped.
+    if (isNaN(part) && ev.subject) { const m = /^(\d+)\./.exec(ev.subject); if (m) part = Number(m[1]); }
+    if (!isNaN(part)) ev.partition = part;
     if (typeof ev.partition === "number") {
       const ks = g.laneKeys.get(ev.partition) || [];
       ks.unshift(key);
@@ -303,7 +317,8 @@
     el("span", { class: "tltype" }, LABELS[ev.type] || ev.type),
     ev.stream ? el("span", { class: "tlgroup" }, " " + ev.stream + (ev.group ? " / " + ev.group : "")) : null,
     ...parts.map(([k, v]) => el("span", { class: "tlkv" }, k ? " " + k + " " : " ", el("b", {}, String(v)))));
-    if (ev.member && ev.stream) {
+    if (ev.color) li.style.setProperty("--c", ev.color);
+    else if (ev.member && ev.stream) {
       const g = groups.get(keyOf(ev.stream, ev.group));
       if (g && g.state) li.style.setProperty("--c", colorOf(g.state, ev.member));
     }
@@ -402,6 +417,7 @@
   function handle(ev, id) {
     stats.events++;
     if (id) { stats.lastId = id; ev._id = id; }
+    document.body.dataset.events = String(stats.events);
     switch (ev.type) {
       case "group": {
         const g = groupRecord(ev.stream, ev.group);
