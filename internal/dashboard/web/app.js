@@ -45,6 +45,11 @@
     return e;
   }
 
+  // fill replaces parent's children, skipping the absent ones.
+  function fill(parent, ...kids) {
+    parent.replaceChildren(...kids.filter((k) => k !== undefined && k !== null && k !== false));
+  }
+
   const keyOf = (stream, group) => stream + "/" + group;
   const idOf = (stream, group) => "group-" + (stream + "-" + group).replace(/[^A-Za-z0-9_-]/g, "_");
   const shortPin = (id) => (id && id.length > 6 ? "…" + id.slice(-6) : id || "");
@@ -168,7 +173,7 @@
     // Head: names, kind, size, flow (acks/s as the server counts them).
     const pending = st.pending !== undefined ? st.pending : (st.partition_stats || []).reduce((s, x) => s + (x.pending || 0), 0);
     const acks = typeof st.ack_rate === "number" ? st.ack_rate : null;
-    g.head.replaceChildren(
+    fill(g.head, 
       el("h2", {}, el("span", { class: "gname" }, g.stream + " / " + g.group)),
       el("span", { class: "badge kind", "data-kind": kind }, kind || "group"),
       el("span", { class: "muted" }, (st.partitions || 0) + " partitions, " + (st.members || []).length + " members"),
@@ -205,7 +210,7 @@
       el("span", { class: "keys", "data-lane-keys": p }, (g.laneKeys.get(p) || []).join(" ")),
       ));
     }
-    g.lanes.replaceChildren(...lanes);
+    fill(g.lanes, ...lanes);
 
     // Members with their instances.
     const ro = !!st.read_only;
@@ -239,7 +244,7 @@
         insts.length ? el("ul", { class: "instances" }, ...insts) : el("p", { class: "muted small" }, "no instance running"));
     });
     if (rows.length === 0) rows.push(el("p", { class: "muted" }, "no members"));
-    g.members.replaceChildren(el("h3", {}, "Members"), ...rows);
+    fill(g.members, el("h3", {}, "Members"), ...rows.filter(Boolean));
 
     // Controls: hidden when read-only; elastic-only ones for elastic groups.
     g.controls.hidden = ro;
@@ -282,12 +287,12 @@
     const items = g.recent.map((r) => el("li", {
       class: "hkey", "data-key": r.key, "data-handled-by": r.who, style: "--c:" + colorOf(g.state, r.member),
     }, r.key, el("span", { class: "muted" }, " → " + r.who + (typeof r.partition === "number" ? " (P" + r.partition + ")" : ""))));
-    g.flow.replaceChildren(
+    fill(g.flow, 
       el("h3", {}, "Message flow"),
       el("span", { class: "muted", "data-handled-rate": rate.toFixed(1) },
         g.recent.length ? "handled " + rate.toFixed(1) + " msg/s (last 5 s), recent keys:" : "no handler events (they come from an in-process producer, such as cg demo --web)"),
-      items.length ? el("ol", { class: "recent" }, ...items) : null,
     );
+    if (items.length) g.flow.append(el("ol", { class: "recent" }, ...items));
   }
 
   // ---- timeline ---------------------------------------------------------------
@@ -310,7 +315,7 @@
     add("", ev.reason || ev.message || ev.detail || "");
     const li = el("li", {
       class: "tl " + ev.type, "data-type": ev.type, "data-stream": ev.stream || "", "data-group": ev.group || "",
-      "data-member": ev.member || "", "data-pin-id": ev.pin_id || "", "data-event-id": ev._id || "",
+      "data-member": ev.member || "", "data-pin-id": ev.pin_id || "", "data-prev-pin-id": ev.prev_pin_id || "", "data-event-id": ev._id || "",
     },
     el("time", { datetime: ev.time || "" }, clock(ev.time)),
     " ",
