@@ -1,8 +1,8 @@
 package dashboard_test
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
