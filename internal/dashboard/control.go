@@ -105,7 +105,7 @@ func (s *Server) control(fn controlFunc) http.HandlerFunc {
 			if errors.Is(err, errBadRequest) || errors.Is(err, cg.ErrInvalidConfig) || errors.As(err, &ve) {
 				code = http.StatusBadRequest
 			}
-			if errors.Is(err, cg.ErrGroupNotFound) || errors.Is(err, cg.ErrStreamNotFound) {
+			if errors.Is(err, cg.ErrGroupNotFound) || errors.Is(err, cg.ErrStreamNotFound) || errors.Is(err, cg.ErrMemberNotFound) {
 				code = http.StatusNotFound
 			}
 			msg := hints.Error(err)

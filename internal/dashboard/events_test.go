@@ -19,15 +19,7 @@ func TestEventsSnapshotAndChanges(t *testing.T) {
 	f := newFixture(t, nil, "m1", "m2")
 	f.join("m1")
 	f.start(nil, dashboard.Options{})
-	// Wait until the dashboard has sampled the group once, so the
-	// snapshot has it.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(f.d.States()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("dashboard never sampled the group")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sampled(t, f.d)
 
 	es := f.events("")
 	g, gi := es.wait(t, 0, "snapshot group event", typ("group"))
@@ -104,4 +96,17 @@ func (st *stream) snapshotIDs() []uint64 {
 		out = append(out, n)
 	}
 	return out
+}
+
+// sampled waits until the dashboard has sampled a group once, so a
+// snapshot has it.
+func sampled(t *testing.T, d *dashboard.Server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(d.States()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("dashboard never sampled the group")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -236,4 +237,14 @@ func memberNamed(st map[string]any, name string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// publish stores n messages over keys k0.. on ORDERS.
+func (f *fixture) publish(n int) {
+	f.t.Helper()
+	for i := range n {
+		if _, err := f.js.Publish(context.Background(), "orders.k"+strconv.Itoa(i%8), []byte("x")); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 }

@@ -2,6 +2,9 @@ package dashboard
 
 import (
 	"strconv"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -50,7 +53,24 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
+func (c *collector) Collect(out chan<- prometheus.Metric) {
+	// A static and an elastic group of one name on one stream would give
+	// the same labels (kind is not one of them): the first wins, so a
+	// scrape never fails on a duplicate.
+	seen := map[string]bool{}
+	ch := make(chan prometheus.Metric)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range ch {
+			id := m.Desc().String() + "|" + labelKey(m)
+			if !seen[id] {
+				seen[id] = true
+				out <- m
+			}
+		}
+	}()
+	defer func() { close(ch); <-done }()
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,6 +91,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				pinned = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descPinned, prometheus.GaugeValue, pinned, lv...)
+			if _, ok := s.counts.pins[memberKey{k, m.Name}]; !ok {
+				ch <- prometheus.MustNewConstMetric(descPinChanges, prometheus.CounterValue, 0, lv...)
+			}
 		}
 		if _, ok := s.counts.rebalances[k]; !ok {
 			ch <- prometheus.MustNewConstMetric(descRebalances, prometheus.CounterValue, 0, k.stream, k.group, "", "")
@@ -82,4 +105,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range s.counts.rebalances {
 		ch <- prometheus.MustNewConstMetric(descRebalances, prometheus.CounterValue, n, k.stream, k.group, "", "")
 	}
+}
+
+// labelKey is a metric's label values, for spotting duplicates.
+func labelKey(m prometheus.Metric) string {
+	var pb dto.Metric
+	if m.Write(&pb) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range pb.GetLabel() {
+		b.WriteString(l.GetName() + "=" + l.GetValue() + ",")
+	}
+	return b.String()
 }

@@ -112,6 +112,11 @@ func (s *Server) watchConn(ctx context.Context) {
 		s.conn = state
 		if state == ConnReconnected {
 			s.conn = ""
+			// Send every group's state again after the next sample, so
+			// a page sees the view resume even when nothing changed.
+			for _, t := range s.watch.groups {
+				t.last = nil
+			}
 		}
 		s.emitLocked(Event{Type: TypeConnection, State: state, Reason: nc.ConnectedUrlRedacted()})
 		s.mu.Unlock()
