@@ -26,6 +26,7 @@ type tracked struct {
 	pin       map[string]string // member → its last pin id seen
 	unpinWhy  map[string]string // member → the reason of its last unpin, "" after a pin
 	removed   bool
+	sampled   bool // a sample has succeeded
 }
 
 // watchState is Run's, guarded by Server.mu.
@@ -242,12 +243,13 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	for _, ms := range gi.Members {
 		t.consumers[ms.Consumer] = ms.Member
 	}
-	if prev := s.states[k]; prev != nil && prev.Error == "" {
+	if prev := s.states[k]; t.sampled && prev != nil {
 		s.diffLocked(t, prev, st)
 	}
 	// Pins seen by sampling that no advisory announced (advisories lost
 	// while disconnected, or the watch could not start).
-	first := s.states[k] == nil
+	first := !t.sampled
+	t.sampled = true
 	for _, m := range st.Members {
 		if first {
 			t.pin[m.Name] = m.PinID
