@@ -256,10 +256,15 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 			continue
 		}
 		if m.PinID != t.pin[m.Name] && m.PinID != "" {
+			prevPin := t.pin[m.Name]
 			s.emitLocked(Event{Type: TypePin, Stream: k.stream, Group: k.group, Kind: k.kind, Member: m.Name,
-				PinID: m.PinID, PrevPinID: t.pin[m.Name], Reason: "sampled"})
+				PinID: m.PinID, PrevPinID: prevPin, Reason: "sampled"})
+			if prevPin != "" && t.unpinWhy[m.Name] != "admin" {
+				s.emitLocked(Event{Type: TypeFailover, Stream: k.stream, Group: k.group, Kind: k.kind, Member: m.Name,
+					PinID: m.PinID, PrevPinID: prevPin, Reason: cmpOr(t.unpinWhy[m.Name], "sampled")})
+			}
 			s.counts.pins[memberKey{k, m.Name}]++
-			t.pin[m.Name] = m.PinID
+			t.pin[m.Name], t.unpinWhy[m.Name] = m.PinID, ""
 		}
 	}
 	s.publishLocked(t, st)
@@ -306,6 +311,8 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 			e := ev(TypeMemberRemoved, m.Name)
 			e.PrevPinID = m.PinID
 			s.emitLocked(e)
+			delete(t.pin, m.Name)
+			delete(t.unpinWhy, m.Name)
 		}
 	}
 	switch {
