@@ -202,7 +202,11 @@ func (st *stream) dump() string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var b strings.Builder
-	for _, g := range st.events {
+	evs := st.events
+	if len(evs) > 12 {
+		evs = evs[len(evs)-12:]
+	}
+	for _, g := range evs {
 		j, _ := json.Marshal(g.ev)
 		b.WriteString(g.id + " " + string(j) + "\n")
 	}

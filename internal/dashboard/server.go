@@ -275,6 +275,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// Reconnect after a second when the stream breaks (browsers wait
+	// about three by default).
+	if _, err := fmt.Fprint(w, "retry: 1000\n\n"); err != nil {
+		return
+	}
 	for _, e := range backlog {
 		if writeEvent(w, e) != nil {
 			return

@@ -26,6 +26,7 @@ type tracked struct {
 	pin       map[string]string // member → its last pin id seen
 	unpinWhy  map[string]string // member → the reason of its last unpin, "" after a pin
 	removed   bool
+	sampled   bool // a sample has succeeded
 }
 
 // watchState is Run's, guarded by Server.mu.
@@ -242,22 +243,28 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	for _, ms := range gi.Members {
 		t.consumers[ms.Consumer] = ms.Member
 	}
-	if prev := s.states[k]; prev != nil && prev.Error == "" {
+	if prev := s.states[k]; t.sampled && prev != nil {
 		s.diffLocked(t, prev, st)
 	}
 	// Pins seen by sampling that no advisory announced (advisories lost
 	// while disconnected, or the watch could not start).
-	first := s.states[k] == nil
+	first := !t.sampled
+	t.sampled = true
 	for _, m := range st.Members {
 		if first {
 			t.pin[m.Name] = m.PinID
 			continue
 		}
 		if m.PinID != t.pin[m.Name] && m.PinID != "" {
+			prevPin := t.pin[m.Name]
 			s.emitLocked(Event{Type: TypePin, Stream: k.stream, Group: k.group, Kind: k.kind, Member: m.Name,
-				PinID: m.PinID, PrevPinID: t.pin[m.Name], Reason: "sampled"})
+				PinID: m.PinID, PrevPinID: prevPin, Reason: "sampled"})
+			if prevPin != "" && t.unpinWhy[m.Name] != "admin" {
+				s.emitLocked(Event{Type: TypeFailover, Stream: k.stream, Group: k.group, Kind: k.kind, Member: m.Name,
+					PinID: m.PinID, PrevPinID: prevPin, Reason: cmpOr(t.unpinWhy[m.Name], "sampled")})
+			}
 			s.counts.pins[memberKey{k, m.Name}]++
-			t.pin[m.Name] = m.PinID
+			t.pin[m.Name], t.unpinWhy[m.Name] = m.PinID, ""
 		}
 	}
 	s.publishLocked(t, st)
@@ -304,6 +311,8 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 			e := ev(TypeMemberRemoved, m.Name)
 			e.PrevPinID = m.PinID
 			s.emitLocked(e)
+			delete(t.pin, m.Name)
+			delete(t.unpinWhy, m.Name)
 		}
 	}
 	switch {
