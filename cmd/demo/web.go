@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/internal/dashboard"
-	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -75,17 +74,7 @@ func (d *demo) handled(inst *instance, m *cg.Msg) {
 	if d.web == nil {
 		return
 	}
-	key, seq, _ := traffic.KeyOf(m.Headers())
-	subject := m.Subject()
-	if raw := m.Raw(); raw != nil {
-		// The stored subject: the partition the transform stamped, first.
-		subject = raw.Subject()
-	}
-	d.web.srv.Emit(dashboard.Event{
-		Type: dashboard.TypeHandled, Stream: streamName, Group: groupName,
-		Member: inst.member, Instance: inst.name, PinID: m.PinID(),
-		Subject: subject, Key: key, Seq: seq,
-	})
+	d.web.srv.Emit(dashboard.Handled(streamName, groupName, inst.member, inst.name, m))
 }
 
 // hold keeps the page open after the verdict, until --web-hold passes or

@@ -38,11 +38,11 @@ func TestDemoWebEvents(t *testing.T) {
 	var (
 		group   bool
 		handled = map[string]int{} // instance -> messages
-		stamped bool
+		parted  bool
 	)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() && !(group && len(handled) >= 2 && stamped) {
+	for sc.Scan() && !(group && len(handled) >= 2 && parted) {
 		line, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
@@ -50,6 +50,7 @@ func TestDemoWebEvents(t *testing.T) {
 		var ev struct {
 			Type, Stream, Group, Member, Instance, Subject, Key string
 			Seq                                                 uint64
+			Partitions                                          []int
 			State                                               json.RawMessage
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
@@ -76,14 +77,15 @@ func TestDemoWebEvents(t *testing.T) {
 				t.Fatalf("handled event %s", line)
 			}
 			handled[ev.Instance]++
-			// The stored subject, with the partition the transform stamped.
-			if p, rest, ok := strings.Cut(ev.Subject, "."); ok && rest == "orders."+ev.Key && p != "" && strings.Trim(p, "0123456789") == "" {
-				stamped = true
+			// The subject as the handler sees it, and its partition.
+			if ev.Subject != "orders."+ev.Key || len(ev.Partitions) != 1 || ev.Partitions[0] < 0 || ev.Partitions[0] >= 10 {
+				t.Fatalf("handled event's subject or partition: %s", line)
 			}
+			parted = true
 		}
 	}
-	if !group || len(handled) < 2 || !stamped {
-		t.Fatalf("from /events: group state %v, handled by %v, stamped subjects %v (scan: %v)", group, handled, stamped, sc.Err())
+	if !group || len(handled) < 2 || !parted {
+		t.Fatalf("from /events: group state %v, handled by %v, with partitions %v (scan: %v)", group, handled, parted, sc.Err())
 	}
 	t.Logf("handled events by instance while reading: %v", handled)
 	resp.Body.Close()

@@ -87,9 +87,7 @@ func TestBrowserDashboard(t *testing.T) {
 	// One instance of m1, whose handler tells the page what it handled,
 	// as the demo's do; traffic so that it is pinned.
 	member, err := client.JoinElastic(ctx, "ORDERS", "g", "m1", func(_ context.Context, m *cg.Msg) {
-		key, seq, _ := traffic.KeyOf(m.Headers())
-		d.Emit(dashboard.Event{Type: dashboard.TypeHandled, Stream: "ORDERS", Group: "g", Member: "m1",
-			Instance: "m1/a", PinID: m.PinID(), Subject: m.Raw().Subject(), Key: key, Seq: seq})
+		d.Emit(dashboard.Handled("ORDERS", "g", "m1", "m1/a", m))
 		_ = m.Ack()
 	}, cg.JoinOptions{})
 	if err != nil {
@@ -143,6 +141,7 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// The handlers' messages, and m1's pin.
 	b.waitJS(t, 30*time.Second, "handled keys", `document.querySelectorAll('section.group[data-group="g"] .hkey[data-handled-by="m1/a"]').length > 0`)
+	b.waitJS(t, 10*time.Second, "keys on m1's lanes", `[...document.querySelectorAll('section.group[data-group="g"] .lane[data-owner="m1"] [data-lane-keys]')].some(k => /k\d+/.test(k.textContent))`)
 	b.waitJS(t, 30*time.Second, "m1 pinned", pinnedJS+` !== ""`)
 
 	// `cg elastic add` from the CLI: the page shows m3 owning lanes.

@@ -264,6 +264,7 @@
     g.recent.unshift({ key: key, who: who, member: ev.member || "", partition: ev.partition, seq: ev.seq, at: ev.time });
     if (g.recent.length > RECENT_MAX) g.recent.length = RECENT_MAX;
     let part = typeof ev.partition === "number" ? ev.partition : NaN;
+    if (isNaN(part) && Array.isArray(ev.partitions) && ev.partitions.length === 1) part = ev.partitions[0];
     // The stored subject starts with the partition the transform stamped.
     if (isNaN(part) && ev.subject) { const m = /^(\d+)\./.exec(ev.subject); if (m) part = Number(m[1]); }
     if (!isNaN(part)) ev.partition = part;
