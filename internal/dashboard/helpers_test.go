@@ -204,7 +204,14 @@ func (st *stream) dump() string {
 	var b strings.Builder
 	evs := st.events
 	if len(evs) > 12 {
-		evs = evs[len(evs)-12:]
+		// The timeline in full, the group states only at the end.
+		var keep []got
+		for i, g := range evs {
+			if g.ev["type"] != "group" || i >= len(evs)-3 {
+				keep = append(keep, g)
+			}
+		}
+		evs = keep
 	}
 	for _, g := range evs {
 		j, _ := json.Marshal(g.ev)

@@ -197,6 +197,9 @@ func metricsMatch(gi cg.GroupInfo, ss []series) string {
 		}
 	}
 	for _, ms := range gi.Members {
+		if ms.Member == "m1" && !ms.Pinned {
+			return "m1 not pinned yet"
+		}
 		s, ok := find(ss, "cg_member_instances", "member", ms.Member)
 		want := ms.Standbys
 		if ms.Pinned {

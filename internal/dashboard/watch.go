@@ -27,6 +27,40 @@ type tracked struct {
 	unpinWhy  map[string]string // member → the reason of its last unpin, "" after a pin
 	removed   bool
 	sampled   bool // a sample has succeeded
+	// inst is each member's recent instance counts (the last
+	// failoverWindow), check the step-downs that may be failovers.
+	inst  map[string][]instCount
+	check map[string]failCheck
+}
+
+type instCount struct {
+	at time.Time
+	n  int
+}
+
+// failCheck is an admin unpin under watch: cg's own standbys unpin a
+// pinned instance that stopped answering (liveness) through the same API
+// a step-down uses, so the advisory cannot tell them apart. If the
+// member has fewer instances within failoverWindow while another is
+// pinned, the pinned one went away: a failover.
+type failCheck struct {
+	prev   string // the pin released
+	before int    // the most instances seen shortly before
+	until  time.Time
+}
+
+// failoverWindow is how long after an admin unpin a drop in instances
+// counts as the pinned one having gone (a dead instance's pull request
+// expires within a second).
+const failoverWindow = 3 * time.Second
+
+// maxInst is the most instances member had over the last failoverWindow.
+func (t *tracked) maxInst(member string) int {
+	n := 0
+	for _, c := range t.inst[member] {
+		n = max(n, c.n)
+	}
+	return n
 }
 
 // watchState is Run's, guarded by Server.mu.
@@ -199,7 +233,8 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	t := s.watch.groups[k]
 	if t == nil {
 		t = &tracked{key: k, cstream: k.stream, sampler: cg.NewSampler(),
-			consumers: map[string]string{}, pin: map[string]string{}, unpinWhy: map[string]string{}}
+			consumers: map[string]string{}, pin: map[string]string{}, unpinWhy: map[string]string{},
+			inst: map[string][]instCount{}, check: map[string]failCheck{}}
 		if kind.HasWorkStream() {
 			t.cstream = kind.WorkStream(k.stream, k.group)
 		}
@@ -250,6 +285,24 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	// while disconnected, or the watch could not start).
 	first := !t.sampled
 	t.sampled = true
+	now := time.Now()
+	for _, m := range st.Members {
+		h := append(t.inst[m.Name], instCount{now, len(m.Instances)})
+		for len(h) > 1 && now.Sub(h[0].at) > failoverWindow {
+			h = h[1:]
+		}
+		t.inst[m.Name] = h
+		if fc, ok := t.check[m.Name]; ok {
+			switch {
+			case now.After(fc.until):
+				delete(t.check, m.Name)
+			case m.PinID != "" && m.PinID != fc.prev && len(m.Instances) < fc.before:
+				delete(t.check, m.Name)
+				s.emitLocked(Event{Type: TypeFailover, Stream: k.stream, Group: k.group, Kind: k.kind, Member: m.Name,
+					PinID: m.PinID, PrevPinID: fc.prev, Reason: "the pinned instance went away; a standby took over"})
+			}
+		}
+	}
 	for _, m := range st.Members {
 		if first {
 			t.pin[m.Name] = m.PinID
@@ -313,6 +366,8 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 			s.emitLocked(e)
 			delete(t.pin, m.Name)
 			delete(t.unpinWhy, m.Name)
+			delete(t.inst, m.Name)
+			delete(t.check, m.Name)
 		}
 	}
 	switch {
@@ -404,6 +459,7 @@ func (s *Server) onPin(cstream string, e cg.PinEvent) {
 			ev.Type, ev.PrevPinID = TypeUnpin, cmpOr(e.PinID, prev)
 			if e.Reason == "admin" {
 				ev.Type = TypeStepDown
+				t.check[member] = failCheck{prev: ev.PrevPinID, before: t.maxInst(member), until: time.Now().Add(failoverWindow)}
 			}
 			s.emitLocked(ev)
 			t.unpinWhy[member] = cmpOr(e.Reason, "unpinned")
