@@ -16,11 +16,13 @@ import (
 
 // `cg demo --web` serves the group's dashboard while the walkthrough runs:
 // /events carries the group's state and the handlers' messages (which
-// instance handled which key), and the demo still passes by counting.
+// instance handled which key), and the demo still passes by counting;
+// --web-hold keeps the page up after the verdict, then it goes.
 func TestDemoWebEvents(t *testing.T) {
 	port := clitest.FreePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	a := clitest.Start(cmd.Run, clitest.Env(), "--json", "demo", "--web", "--web-listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--web-hold", "3s",
 		"--phase", "500ms", "--ack-wait", "1s", "--keys", "8", "--rate", "100/s", "--sleep", "1ms")
 	a.WaitErr(t, 30*time.Second, "the dashboard's URL", func(s string) bool { return strings.Contains(s, "dashboard: "+url) })
 
@@ -90,6 +92,13 @@ func TestDemoWebEvents(t *testing.T) {
 	t.Logf("handled events by instance while reading: %v", handled)
 	resp.Body.Close()
 
+	// --web-hold: the verdict is out and the page still answers.
+	a.WaitOut(t, 30*time.Second, "the verdict", func(s string) bool { return strings.Contains(s, `"ok"`) })
+	held, err := http.Get(url)
+	if err != nil || held.StatusCode != http.StatusOK {
+		t.Fatalf("the dashboard during --web-hold: %v %v", err, held)
+	}
+	held.Body.Close()
 	if code := a.Wait(t); code != 0 {
 		t.Fatalf("demo --web exit %d\nstdout:\n%s\nstderr:\n%s", code, a.Out, a.Err)
 	}
