@@ -116,6 +116,7 @@ func (s *Server) control(fn controlFunc) http.HandlerFunc {
 			return
 		}
 		s.opts.Logf("dashboard: %s %s/%s %s: ok", r.URL.Path, req.Stream, req.Group, req.Member)
+		s.relist.Store(true)
 		s.kick()
 		rep.OK = true
 		reply(w, http.StatusOK, rep)

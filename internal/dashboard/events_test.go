@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/internal/dashboard"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // TestEventsSnapshotAndChanges: on connect a "group" event per group
@@ -114,5 +115,25 @@ func sampled(t *testing.T, d *dashboard.Server) {
 			t.Fatal("dashboard never sampled the group")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEventsNewGroup: a group created while the dashboard runs shows up
+// (it lists the groups again every 500 ms).
+func TestEventsNewGroup(t *testing.T) {
+	f := newFixture(t, nil, "m1")
+	f.start(nil, dashboard.Options{})
+	sampled(t, f.d)
+	es := f.events("")
+	_, ri := es.wait(t, 0, "ready", typ("ready"))
+	start := time.Now()
+	if _, err := f.c.CreateElastic(context.Background(), "ORDERS", "h", cg.ElasticConfig{MaxMembers: 2, Members: []string{"x"},
+		PartitioningFilters: []cg.PartitioningFilter{{Filter: "orders.*", PartitioningWildcards: []int{1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := es.wait(t, ri, "group h", func(e map[string]any) bool { return e["type"] == "group" && e["group"] == "h" })
+	t.Logf("a new group reached /events in %s", g.at.Sub(start))
+	if got := owners(groupState(g.ev)); !slices.Equal(got, []string{"x", "x"}) {
+		t.Fatalf("group h owners %v", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,9 @@ type Server struct {
 	conn   string // the connection's last reported state, "" while fine
 	counts counters
 	watch  watchState
+	gone   map[groupKey]bool // removed since the last listing
+
+	relist atomic.Bool // list the groups again at the next sample
 
 	wake chan struct{}
 }
@@ -113,6 +117,7 @@ func New(client *cg.Client, opts Options) (*Server, error) {
 		opts:   opts,
 		subs:   map[*subscriber]struct{}{},
 		states: map[groupKey]*GroupState{},
+		gone:   map[groupKey]bool{},
 		wake:   make(chan struct{}, 1),
 		counts: newCounters(),
 		// Ids go on from the clock, so a browser resuming with an id of

@@ -89,9 +89,20 @@ func (s *Server) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(s.opts.Every)
 	defer tick.Stop()
+	var keys []groupKey
+	var listed time.Time
 	for {
 		if s.connected() {
-			s.sampleAll(ctx)
+			// Listing the groups reads the KV keys (a consumer on the
+			// bucket each time): every listEvery, and at once after a
+			// control or a reconnect; the groups known are sampled
+			// every time, and one deleted goes at its next sample.
+			if keys == nil || time.Since(listed) >= listEvery || s.relist.Swap(false) {
+				if k, ok := s.listAll(ctx); ok {
+					keys, listed = k, time.Now()
+				}
+			}
+			s.sampleAll(ctx, keys)
 		}
 		select {
 		case <-ctx.Done():
@@ -156,6 +167,7 @@ func (s *Server) watchConn(ctx context.Context) {
 		s.emitLocked(Event{Type: TypeConnection, State: state, Reason: nc.ConnectedUrlRedacted()})
 		s.mu.Unlock()
 		if state == ConnReconnected {
+			s.relist.Store(true)
 			s.opts.Logf("dashboard: NATS connection back")
 			s.kick()
 		} else {
@@ -180,8 +192,11 @@ func (s *Server) list(ctx context.Context) ([]groupKey, error) {
 	return out, nil
 }
 
-// sampleAll samples every group in view once.
-func (s *Server) sampleAll(ctx context.Context) {
+// listEvery is how often the groups are listed again.
+const listEvery = 500 * time.Millisecond
+
+// listAll lists the groups in view and forgets those no longer there.
+func (s *Server) listAll(ctx context.Context) ([]groupKey, bool) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	keys, err := s.list(lctx)
 	cancel()
@@ -189,15 +204,24 @@ func (s *Server) sampleAll(ctx context.Context) {
 		if ctx.Err() == nil {
 			s.opts.Logf("dashboard: listing groups: %s", hints.Error(err))
 		}
-		return
+		return nil, false
 	}
 	s.mu.Lock()
+	s.gone = map[groupKey]bool{}
 	for k, t := range s.watch.groups {
 		if !slices.Contains(keys, k) {
 			s.removeLocked(t, "the group's configuration is gone")
 		}
 	}
 	s.mu.Unlock()
+	if keys == nil {
+		keys = []groupKey{}
+	}
+	return keys, true
+}
+
+// sampleAll samples the groups listed once each.
+func (s *Server) sampleAll(ctx context.Context, keys []groupKey) {
 	for _, k := range keys {
 		if ctx.Err() != nil {
 			return
@@ -212,6 +236,8 @@ func (s *Server) removeLocked(t *tracked, why string) {
 		return
 	}
 	t.removed = true
+	s.gone[t.key] = true
+	s.relist.Store(true)
 	delete(s.watch.groups, t.key)
 	delete(s.states, t.key)
 	s.emitLocked(Event{Type: TypeGroupRemoved, Stream: t.key.stream, Group: t.key.group, Kind: t.key.kind, Reason: why})
@@ -231,6 +257,10 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	kind := cg.Kind(k.kind)
 	s.mu.Lock()
 	t := s.watch.groups[k]
+	if t == nil && s.gone[k] {
+		s.mu.Unlock()
+		return // deleted since the last listing
+	}
 	if t == nil {
 		t = &tracked{key: k, cstream: k.stream, sampler: cg.NewSampler(),
 			consumers: map[string]string{}, pin: map[string]string{}, unpinWhy: map[string]string{},

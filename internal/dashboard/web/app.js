@@ -366,7 +366,8 @@
         if (!ps) throw new Error("partitions: use numbers and ranges such as 0-3,7");
         return { member: need(), partitions: ps };
       }),
-      btn("mapping-delete", "delete mapping", true, () => ({ member: need() })),
+      // Without a member name: the group's whole mapping.
+      btn("mapping-delete", "delete mapping", true, () => (member.value.trim() ? { member: member.value.trim() } : {})),
       btn("step-down", "step down", false, () => ({ member: need() })),
       msg, err);
     g.result = msg;
