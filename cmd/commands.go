@@ -5,6 +5,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd/bench"
 	"github.com/cg-dev/cg/cmd/check"
+	"github.com/cg-dev/cg/cmd/dashboard"
 	"github.com/cg-dev/cg/cmd/demo"
 	"github.com/cg-dev/cg/cmd/elastic"
 	"github.com/cg-dev/cg/cmd/partition"
@@ -26,6 +27,7 @@ func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 		bench.NewCmd(f),
 		publish.NewCmd(f),
 		server.NewCmd(f),
+		dashboard.NewCmd(f),
 		newCmdVersion(f),
 	)
 }

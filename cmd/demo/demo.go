@@ -75,6 +75,11 @@ type Options struct {
 	Limit time.Duration
 	// Batch is the batches walkthrough's batch size (0: its default).
 	Batch int
+	// Web serves the dashboard of the demo's group on WebListen while the
+	// walkthrough runs, and WebHold more after the verdict.
+	Web       bool
+	WebListen string
+	WebHold   time.Duration
 }
 
 // NewCmd returns `cg demo`.
@@ -121,12 +126,21 @@ Narration, member events and status go to stderr; the verdict goes to stdout
 (--json for JSON). It counts what the handlers saw: published, processed,
 duplicates, per-key order violations and lost messages, and the failover
 gaps or rebalance latencies. It exits 0 when no message was lost and per-key
-order held, 1 otherwise, and always within a minute.`,
+order held, 1 otherwise, and always within a minute.
+
+--web serves the group's live dashboard (the page of cg dashboard) on a
+loopback port while the walkthrough runs and prints its URL: the partitions
+as lanes in their owner's colour, the instances and their pins, each message
+the handlers take (which instance handled which key) and a timeline of pins,
+step-downs, failovers and rebalances. --web-hold keeps the page, the server
+and the members running that long after the verdict (traffic stopped), so
+that members can be added and dropped from the page; interrupt to end.`,
 		Example: `  cg demo
   cg demo elastic
   cg demo static --keys 50 --rate 100/s --sleep 10ms
   cg demo elastic --phase 3s --json > verdict.json
-  cg demo batches --batch 20`,
+  cg demo batches --batch 20
+  cg demo elastic --web --web-hold 10m`,
 		ValidArgs: []string{Static, Elastic, Batches},
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
@@ -161,6 +175,15 @@ order held, 1 otherwise, and always within a minute.`,
 			if opts.Rate == 0 || opts.Rate > 2000 {
 				return cmdutil.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
 			}
+			if !opts.Web && (cmd.Flags().Changed("web-listen") || cmd.Flags().Changed("web-hold")) {
+				return cmdutil.UsageErrorf("--web-listen and --web-hold go with --web: add --web to open the dashboard")
+			}
+			if err := checkWebListen(opts.WebListen); err != nil {
+				return cmdutil.UsageErrorf("%v", err)
+			}
+			if opts.WebHold < 0 || opts.WebHold > maxWebHold {
+				return cmdutil.UsageErrorf("--web-hold %v is out of range: use 0 to %v, such as 5m", opts.WebHold, maxWebHold)
+			}
 			return demoRun(cmd.Context(), opts)
 		},
 	}
@@ -172,6 +195,9 @@ order held, 1 otherwise, and always within a minute.`,
 	cmdutil.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
 	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 4, 1, "4", "handler calls at once in m2's instance (static walkthrough); per-key order is kept")
 	cmdutil.CountVar(fs, &opts.Batch, "batch", defaultBatchSize, 1, "10", "batch size of the batches walkthrough's instances (at most 100)")
+	fs.BoolVar(&opts.Web, "web", false, "serve the group's live dashboard on loopback while the walkthrough runs (prints its URL)")
+	fs.StringVar(&opts.WebListen, "web-listen", defaultWebListen, "address of the --web dashboard, a loopback host:port (port 0 picks a free one)")
+	fs.DurationVar(&opts.WebHold, "web-hold", 0, "with --web, keep the dashboard and the group running this long after the verdict, such as 5m")
 	cmdutil.DurationVar(fs, &opts.AckWait, "ack-wait", cg.DefaultAckWait, "2s", "members' ack wait, and their pinned TTL; the static kill's failover time follows it (1s to 5s)")
 	return cmd
 }
@@ -276,6 +302,12 @@ type demo struct {
 	verifier  *traffic.Verifier
 	clock     *clock
 	served    *served
+
+	// web is the --web dashboard; outer is the demo's context without its
+	// time limit, for --web-hold; reported: the verdict is printed.
+	web      *web
+	outer    context.Context
+	reported bool
 }
 
 func (d *demo) logf(format string, args ...any) {
@@ -409,10 +441,11 @@ func demoRun(ctx context.Context, o *Options) error {
 	if limit <= 0 {
 		limit = overallLimit
 	}
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	d := &demo{
-		o: o, out: o.IO.ErrOut, cs: render.NewColorScheme(o.IO.ColorEnabled()), start: time.Now(),
+		o: o, outer: outer, out: o.IO.ErrOut, cs: render.NewColorScheme(o.IO.ColorEnabled()), start: time.Now(),
 		keys:     traffic.Keys("k", o.Keys),
 		verifier: traffic.NewVerifier(traffic.VerifierOptions{}), clock: newClock(), served: newServed(),
 	}
@@ -433,12 +466,10 @@ func demoRun(ctx context.Context, o *Options) error {
 		}
 		return err
 	}
-	if o.JSON {
-		if err := render.JSON(o.IO.Out, v); err != nil {
+	if !d.reported {
+		if err := d.report(v); err != nil {
 			return err
 		}
-	} else if err := d.printVerdict(v); err != nil {
-		return err
 	}
 	if !v.OK {
 		return fmt.Errorf("verdict: %s", v.Reason)
@@ -471,6 +502,13 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	d.admin, err = cg.NewFromConn(adminNC, "")
 	if err != nil {
 		return v, err
+	}
+
+	if o.Web {
+		if err := d.startWeb(ctx); err != nil {
+			return v, err
+		}
+		defer d.stopWeb()
 	}
 
 	defer d.teardown()
@@ -546,6 +584,13 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	}
 	v.OK = len(why) == 0
 	v.Reason = strings.Join(why, ", ")
+	if d.web != nil && o.WebHold > 0 {
+		// The verdict first, then the page stays up with the group.
+		if err := d.report(v); err != nil {
+			return v, err
+		}
+		d.hold(d.outer)
+	}
 	return v, nil
 }
 
@@ -623,6 +668,15 @@ func (d *demo) handledCell(member string, by map[string]uint64) string {
 		}
 	}
 	return strings.Join(handled, " ")
+}
+
+// report prints the verdict, as JSON with --json.
+func (d *demo) report(v Verdict) error {
+	d.reported = true
+	if d.o.JSON {
+		return render.JSON(d.o.IO.Out, v)
+	}
+	return d.printVerdict(v)
 }
 
 func (d *demo) printVerdict(v Verdict) error {

@@ -182,6 +182,7 @@ func (d *demo) handler(inst *instance) cg.Handler {
 			streamSeq = md.Sequence.Stream
 		}
 		d.verifier.Observe(key, seq, streamSeq, inst.name)
+		d.handled(inst, m)
 		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = m.DoubleAck(actx)

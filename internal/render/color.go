@@ -33,9 +33,15 @@ func (cs *ColorScheme) Enabled() bool { return cs.enabled }
 // only on the name, so a member has the same color in every command and
 // every run.
 func (cs *ColorScheme) MemberColor(name string) func(string) string {
+	return cs.paint(memberPalette[memberIndex(name)])
+}
+
+// memberIndex is the member's place in memberPalette (and in
+// memberHexPalette, so the dashboard shows the same colour).
+func memberIndex(name string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name))
-	return cs.paint(memberPalette[h.Sum32()%uint32(len(memberPalette))])
+	return int(h.Sum32() % uint32(len(memberPalette)))
 }
 
 // Member returns name in its member color.
