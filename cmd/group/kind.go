@@ -42,6 +42,7 @@ func AddCommands(parent *cobra.Command, f *factory.Factory, k cg.Kind) {
 		NewCmdDelete(f, k),
 		NewCmdConsume(f, k),
 		NewCmdWatch(f, k),
+		NewCmdPermissions(f, k),
 	)
 }
 
