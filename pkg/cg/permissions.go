@@ -215,6 +215,8 @@ func (p permCtx) kvRead(bucket, key, what string) {
 func (p permCtx) kvWatch(bucket, key, what string) {
 	p.b.pub(p.api+".CONSUMER.CREATE.KV_"+bucket+".*.$KV."+bucket+"."+key,
 		"watch "+what+": an ordered consumer filtered to key "+key+" alone")
+	p.b.pub(p.api+".CONSUMER.DELETE.KV_"+bucket+".*",
+		"remove its own watchers of "+bucket+" when done (ordered consumers with random names; the bucket's stream has no others)")
 }
 
 func (p permCtx) kvWrite(bucket, key, what string) {
@@ -282,6 +284,12 @@ func (p permCtx) viewer() {
 	api, ws := p.api, p.ws
 	p.kvRead(p.bucket, p.key, "the group's configuration")
 	p.kvWatch(p.bucket, p.key, "the group's configuration")
+	for _, b := range []string{StaticBucket, ElasticBucket} {
+		p.b.pub(api+".STREAM.INFO.KV_"+b, "list groups: open the bucket "+b)
+		p.kvWatch(b, ">", "every group's key in "+b+" (listing the groups: name clashes, check)")
+	}
+	p.b.set.Notes = append(p.b.set.Notes, "listing groups (the name-clash checks of create, and check) reads every key of the "+
+		"configuration buckets: read only, but it shows the other groups' names and configurations")
 	p.b.pub(api+".STREAM.INFO."+p.stream, "info, check: the stream's configuration and state")
 	p.b.pub(api+".DIRECT.GET."+p.stream, "lag: count pending messages per partition and read the oldest one's time")
 	p.b.pub(api+".STREAM.MSG.GET."+p.stream, "lag: read the oldest pending message's time when direct get is off")
@@ -290,11 +298,21 @@ func (p permCtx) viewer() {
 		p.b.pub(api+".DIRECT.GET."+ws, "lag: the work stream's pending messages per partition")
 		p.b.pub(api+".STREAM.MSG.GET."+ws, "lag: the work stream's oldest pending message")
 	}
+	if p.k == KindStatic {
+		p.b.pub(api+".STREAM.INFO.KV_"+PositionsBucket, "info: open the bucket "+PositionsBucket+" of saved positions")
+		if len(p.o.Members) == 0 {
+			p.b.pub(api+".DIRECT.GET.KV_"+PositionsBucket+".$KV."+PositionsBucket+"."+p.key+".*", "info: read the members' saved positions")
+		}
+		for _, m := range p.o.Members {
+			p.b.pub(api+".DIRECT.GET.KV_"+PositionsBucket+".$KV."+PositionsBucket+"."+positionKey(p.stream, p.group, m), "info: read member "+m+"'s saved position")
+		}
+	}
 	cons, narrow := p.consumers()
 	for _, c := range cons {
 		p.b.pub(api+".CONSUMER.INFO."+ws+"."+c, "info, watch, check: each member consumer's state, pin and ack floor")
 	}
 	p.b.pub(api+".CONSUMER.LIST."+ws, "check: find consumers on "+ws+" that clash with the group's")
+	p.b.pub(api+".CONSUMER.NAMES."+ws, "create, check: find consumer names on "+ws+" that clash with the group's")
 	p.b.sub("$JS.EVENT.ADVISORY.CONSUMER.PINNED."+ws+".*", "watch: pins as the server makes them")
 	p.b.sub("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED."+ws+".*", "watch: pins as the server drops them")
 	if !narrow {

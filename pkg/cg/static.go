@@ -112,6 +112,11 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err != nil {
 		return res, err
 	}
+	// The members save their positions in a bucket the create makes, so
+	// that a member's user needs no right to create streams.
+	if _, err := c.positions(ctx, si.Config.Replicas); err != nil {
+		return res, fmt.Errorf("positions bucket %s: %w", PositionsBucket, err)
+	}
 	if rev, err := kv.Create(ctx, Key(stream, group), raw); err == nil {
 		if err := c.settleStaticClash(ctx, kv, stream, group, cfg, rev); err != nil {
 			return res, err

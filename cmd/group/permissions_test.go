@@ -1,0 +1,316 @@
+package group_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cg-dev/cg/cmd"
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/natstest"
+)
+
+// authEnv is a server whose users hold the permissions cg prints.
+type authEnv struct {
+	t     *testing.T
+	s     *server.Server
+	admin jetstream.JetStream
+}
+
+// permsJSON runs `cg <args> --json` (no server) and reads its lists.
+func permsJSON(t *testing.T, args ...string) *server.Permissions {
+	t.Helper()
+	r := clitest.Run(t, cmd.Run, clitest.Env(), append(args, "--json")...)
+	if r.Code != 0 {
+		t.Fatalf("cg %v: exit %d: %s", args, r.Code, r.Err)
+	}
+	var v struct {
+		Publish, Subscribe struct{ Allow []string }
+		AllowResponses     bool `json:"allow_responses"`
+	}
+	if err := json.Unmarshal([]byte(r.Out), &v); err != nil {
+		t.Fatalf("cg %v --json: %v\n%s", args, err, r.Out)
+	}
+	p := &server.Permissions{Publish: &server.SubjectPermission{Allow: v.Publish.Allow}, Subscribe: &server.SubjectPermission{Allow: v.Subscribe.Allow}}
+	if v.AllowResponses {
+		p.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+	}
+	return p
+}
+
+// without is p less the publish entry subject.
+func without(p *server.Permissions, subject string) *server.Permissions {
+	q := *p
+	pub := *p.Publish
+	pub.Allow = slices.DeleteFunc(slices.Clone(pub.Allow), func(s string) bool { return s == subject })
+	q.Publish = &pub
+	return &q
+}
+
+func startAuth(t *testing.T, users map[string]*server.Permissions) *authEnv {
+	o := natstest.Options(t.TempDir())
+	o.Users = []*server.User{{Username: "admin", Password: "pw"}}
+	for name, p := range users {
+		o.Users = append(o.Users, &server.User{Username: name, Password: "pw", Permissions: p})
+	}
+	s := natstest.Start(t, o)
+	nc := natstest.Connect(t, s, nats.UserInfo("admin", "pw"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &authEnv{t: t, s: s, admin: js}
+}
+
+func (e *authEnv) env(user string) func(string) string {
+	return clitest.Env("NATS_URL="+e.s.ClientURL(), "NATS_USER="+user, "NATS_PASSWORD=pw", "NATS_TIMEOUT=10s")
+}
+
+func (e *authEnv) as(user string, args ...string) clitest.Result {
+	e.t.Helper()
+	return clitest.Run(e.t, cmd.Run, e.env(user), args...)
+}
+
+func (e *authEnv) ok(user string, args ...string) clitest.Result {
+	e.t.Helper()
+	r := e.as(user, args...)
+	if r.Code != 0 {
+		e.t.Fatalf("%s: cg %v: exit %d, stderr:\n%s\nstdout:\n%s", user, args, r.Code, r.Err, r.Out)
+	}
+	if strings.Contains(r.Err, "permission") {
+		e.t.Fatalf("%s: cg %v: succeeded but complained of a permission:\n%s", user, args, r.Err)
+	}
+	return r
+}
+
+// refused runs a command that must fail fast on a missing permission,
+// naming it.
+func (e *authEnv) refused(user string, args ...string) clitest.Result {
+	e.t.Helper()
+	start := time.Now()
+	r := e.as(user, args...)
+	took := time.Since(start)
+	if r.Code != 1 || !strings.Contains(r.Err, "permission denied: this user may not ") {
+		e.t.Fatalf("%s: cg %v: want exit 1 naming a missing permission, got exit %d:\n%s", user, args, r.Code, r.Err)
+	}
+	if took > 5*time.Second { // NATS_TIMEOUT is 10s: a refusal is never waited out
+		e.t.Fatalf("%s: cg %v: refused after %s, want well within the 10s timeout", user, args, took)
+	}
+	return r
+}
+
+// partitioned makes ORDERS, partitioned n ways on orders.*.
+func (e *authEnv) partitioned(n int) {
+	_, err := e.admin.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "ORDERS", Subjects: []string{"orders.*"}, AllowDirect: true,
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "orders.*", Destination: fmt.Sprintf("{{partition(%d,1)}}.orders.{{wildcard(1)}}", n)},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *authEnv) publish(from, to int) {
+	for i := from; i < to; i++ {
+		if _, err := e.admin.Publish(context.Background(), fmt.Sprintf("orders.k%d", i), []byte("x")); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// handled are the subjects an instance's --json msg lines show.
+func handled(t *testing.T, out string) []string {
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		var m struct{ Type, Subject string }
+		if json.Unmarshal([]byte(l), &m) == nil && m.Type == "msg" {
+			got = append(got, m.Subject)
+		}
+	}
+	return got
+}
+
+// mine are the stored subjects consumer's filters select, token stripped.
+func (e *authEnv) mine(stream, consumer string) map[string]bool {
+	ctx := context.Background()
+	c, err := e.admin.Consumer(ctx, stream, consumer)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	filters := c.CachedInfo().Config.FilterSubjects
+	if f := c.CachedInfo().Config.FilterSubject; f != "" {
+		filters = append(filters, f)
+	}
+	s, _ := e.admin.Stream(ctx, stream)
+	si, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for subj := range si.State.Subjects {
+		for _, f := range filters {
+			if cg.SubjectMatches(f, subj) {
+				out[strings.SplitN(subj, ".", 2)[1]] = true
+			}
+		}
+	}
+	return out
+}
+
+// failover runs two instances of member as user, checks that the pinned
+// one handles every message of the member, stops it (SIGTERM's
+// in-process equivalent), and checks that the other takes over.
+func (e *authEnv) failover(user, kind, stream, group, member, cstream, consumer string) {
+	t := e.t
+	args := []string{kind, "consume", stream, group, member, "--json", "--sleep", "0s"}
+	a := clitest.Start(cmd.Run, e.env(user), args...)
+	b := clitest.Start(cmd.Run, e.env(user), args...)
+	defer a.Stop(t)
+	defer b.Stop(t)
+	e.publish(0, 40)
+	clitest.Eventually(t, 30*time.Second, "the member consumer exists", func() bool {
+		_, err := e.admin.Consumer(context.Background(), cstream, consumer)
+		return err == nil
+	})
+	var want map[string]bool
+	seen := func() map[string]bool {
+		got := map[string]bool{}
+		for _, s := range append(handled(t, a.Out.String()), handled(t, b.Out.String())...) {
+			got[s] = true
+		}
+		return got
+	}
+	clitest.Eventually(t, 30*time.Second, "the member handles its messages", func() bool {
+		want = e.mine(cstream, consumer)
+		return len(want) > 0 && len(seen()) == len(want)
+	})
+	for s := range seen() {
+		if !want[s] {
+			t.Fatalf("handled %s, not a message of member %s", s, member)
+		}
+	}
+	pinned, standby := a, b
+	if len(handled(t, a.Out.String())) == 0 {
+		pinned, standby = b, a
+	}
+	if code := pinned.Stop(t); code != 0 {
+		t.Fatalf("stopping the pinned instance: exit %d\n%s", code, pinned.Err.String())
+	}
+	before := len(handled(t, standby.Out.String()))
+	e.publish(40, 80)
+	clitest.Eventually(t, 30*time.Second, "the standby takes over", func() bool {
+		want = e.mine(cstream, consumer)
+		return len(seen()) == len(want)
+	})
+	if len(handled(t, standby.Out.String())) == before {
+		t.Fatalf("the standby handled nothing after the handoff")
+	}
+	for _, x := range []*clitest.Async{a, b} {
+		if strings.Contains(x.Err.String(), "permission") {
+			t.Fatalf("an instance hit a permission:\n%s", x.Err.String())
+		}
+	}
+}
+
+func TestPermissionsStatic(t *testing.T) {
+	member := permsJSON(t, "static", "permissions", "ORDERS", "g", "--member", "m1")
+	e := startAuth(t, map[string]*server.Permissions{
+		"w1":   member,
+		"op":   permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "operator", "--member", "m1,m2"),
+		"view": permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "viewer"),
+		"less": without(member, "$JS.API.CONSUMER.MSG.NEXT.ORDERS.g-m1"),
+	})
+	e.partitioned(4)
+	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
+	e.ok("admin", "static", "create", "balanced", "ORDERS", "g2", "4", "m1", "m2")
+
+	e.failover("w1", "static", "ORDERS", "g", "m1", "ORDERS", "g-m1")
+
+	r := e.refused("w1", "static", "consume", "ORDERS", "g", "m2", "--count", "1")
+	errorSays(t, "consume as another member", r.Err, "$JS.API.CONSUMER", "g-m2", "roles that have it: member (for m2)", "--member m2")
+	e.refused("w1", "static", "consume", "ORDERS", "g2", "m1", "--count", "1")
+	e.refused("w1", "static", "delete", "ORDERS", "g", "--force")
+	e.refused("w1", "static", "delete", "ORDERS", "g2", "--force")
+	e.refused("w1", "static", "step-down", "ORDERS", "g", "m2")
+	e.refusedKV("w1", "static-consumer-groups", "ORDERS.g", "ORDERS.g2")
+	e.refusedKV("w1", "cg-static-positions", "ORDERS.g.m2", "ORDERS.g2.m1")
+
+	e.ok("view", "static", "info", "ORDERS", "g")
+	e.ok("view", "static", "watch", "ORDERS", "g", "--count", "2", "--interval", "100ms")
+	// Warnings (members not running) exit 1; what matters is that it ran.
+	if r := e.as("view", "check", "ORDERS", "g"); !strings.Contains(r.Out, "1 group checked") || strings.Contains(r.Out+r.Err, "refused") {
+		t.Fatalf("viewer check: exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+	e.refused("view", "static", "delete", "ORDERS", "g", "--force")
+	e.refusedKV("view", "static-consumer-groups", "ORDERS.g")
+
+	r = e.refused("less", "static", "consume", "ORDERS", "g", "m1", "--count", "1")
+	errorSays(t, "a member user without the pull right", r.Err, "publish to $JS.API.CONSUMER.MSG.NEXT.ORDERS.g-m1", "roles that have it: member (for m1)")
+
+	e.refused("op", "static", "delete", "ORDERS", "g2", "--force")
+	e.ok("op", "static", "delete", "ORDERS", "g", "--force")
+	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
+	e.intact("ORDERS", "g2")
+}
+
+// refusedKV checks that user can change none of keys of bucket.
+func (e *authEnv) refusedKV(user, bucket string, keys ...string) {
+	t := e.t
+	nc := natstest.Connect(t, e.s, nats.UserInfo(user, "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	js, _ := jetstream.New(nc)
+	for _, key := range keys {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.Publish(ctx, "$KV."+bucket+"."+key, []byte("{}"))
+		cancel()
+		if err == nil {
+			t.Fatalf("%s changed %s in %s", user, key, bucket)
+		}
+	}
+	if kv, err := e.admin.KeyValue(context.Background(), bucket); err == nil {
+		for _, key := range keys {
+			if en, err := kv.Get(context.Background(), key); err == nil && string(en.Value()) == "{}" {
+				t.Fatalf("%s in %s was changed", key, bucket)
+			}
+		}
+	}
+}
+
+// intact checks that group's config and consumers are still there.
+func (e *authEnv) intact(stream, group string, consumers ...string) {
+	ctx := context.Background()
+	kv, err := e.admin.KeyValue(ctx, "static-consumer-groups")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, stream+"."+group); err != nil {
+		e.t.Fatalf("group %s's config: %v", group, err)
+	}
+	for _, c := range consumers {
+		if _, err := e.admin.Consumer(ctx, stream, c); err != nil {
+			e.t.Fatalf("consumer %s: %v", c, err)
+		}
+	}
+}
+
+// errorSays checks that the error line of stderr says every word.
+func errorSays(t *testing.T, what, stderr string, words ...string) {
+	t.Helper()
+	lines := clitest.ErrorLines(stderr)
+	if len(lines) != 1 {
+		t.Fatalf("%s: want one error line, got %q", what, stderr)
+	}
+	for _, w := range words {
+		if !strings.Contains(lines[0], w) {
+			t.Fatalf("%s: error %q does not say %q", what, lines[0], w)
+		}
+	}
+}
