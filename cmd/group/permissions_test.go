@@ -24,6 +24,8 @@ type authEnv struct {
 	t     *testing.T
 	s     *server.Server
 	admin jetstream.JetStream
+	// published is how many orders.k<i> were published.
+	published int
 }
 
 // permsJSON runs `cg <args> --json` (no server) and reads its lists.
@@ -120,6 +122,7 @@ func (e *authEnv) partitioned(n int) {
 }
 
 func (e *authEnv) publish(from, to int) {
+	e.published = max(e.published, to)
 	for i := from; i < to; i++ {
 		if _, err := e.admin.Publish(context.Background(), fmt.Sprintf("orders.k%d", i), []byte("x")); err != nil {
 			e.t.Fatal(err)
@@ -167,21 +170,16 @@ func (e *authEnv) mine(stream, consumer string) map[string]bool {
 }
 
 // failover runs two instances of member as user, checks that the pinned
-// one handles every message of the member, stops it (SIGTERM's
-// in-process equivalent), and checks that the other takes over.
-func (e *authEnv) failover(user, kind, stream, group, member, cstream, consumer string) {
+// one handles every message of the member (settled says so, from the
+// subjects handled), stops it (SIGTERM's in-process equivalent), and
+// checks that the other takes over.
+func (e *authEnv) failover(user, kind, stream, group, member string, settled func(seen map[string]bool) bool) {
 	t := e.t
 	args := []string{kind, "consume", stream, group, member, "--json", "--sleep", "0s"}
 	a := clitest.Start(cmd.Run, e.env(user), args...)
 	b := clitest.Start(cmd.Run, e.env(user), args...)
 	defer a.Stop(t)
 	defer b.Stop(t)
-	e.publish(0, 40)
-	clitest.Eventually(t, 30*time.Second, "the member consumer exists", func() bool {
-		_, err := e.admin.Consumer(context.Background(), cstream, consumer)
-		return err == nil
-	})
-	var want map[string]bool
 	seen := func() map[string]bool {
 		got := map[string]bool{}
 		for _, s := range append(handled(t, a.Out.String()), handled(t, b.Out.String())...) {
@@ -189,15 +187,8 @@ func (e *authEnv) failover(user, kind, stream, group, member, cstream, consumer 
 		}
 		return got
 	}
-	clitest.Eventually(t, 30*time.Second, "the member handles its messages", func() bool {
-		want = e.mine(cstream, consumer)
-		return len(want) > 0 && len(seen()) == len(want)
-	})
-	for s := range seen() {
-		if !want[s] {
-			t.Fatalf("handled %s, not a message of member %s", s, member)
-		}
-	}
+	e.publish(0, 40)
+	clitest.Eventually(t, 30*time.Second, "the member handles its messages", func() bool { return settled(seen()) })
 	pinned, standby := a, b
 	if len(handled(t, a.Out.String())) == 0 {
 		pinned, standby = b, a
@@ -207,10 +198,7 @@ func (e *authEnv) failover(user, kind, stream, group, member, cstream, consumer 
 	}
 	before := len(handled(t, standby.Out.String()))
 	e.publish(40, 80)
-	clitest.Eventually(t, 30*time.Second, "the standby takes over", func() bool {
-		want = e.mine(cstream, consumer)
-		return len(seen()) == len(want)
-	})
+	clitest.Eventually(t, 30*time.Second, "the standby takes over", func() bool { return settled(seen()) })
 	if len(handled(t, standby.Out.String())) == before {
 		t.Fatalf("the standby handled nothing after the handoff")
 	}
@@ -218,6 +206,43 @@ func (e *authEnv) failover(user, kind, stream, group, member, cstream, consumer 
 		if strings.Contains(x.Err.String(), "permission") {
 			t.Fatalf("an instance hit a permission:\n%s", x.Err.String())
 		}
+	}
+}
+
+// staticSettled: the subjects seen are exactly those of consumer's partitions.
+func (e *authEnv) staticSettled(stream, consumer string) func(map[string]bool) bool {
+	return func(seen map[string]bool) bool {
+		want := e.mine(stream, consumer)
+		for s := range seen {
+			if !want[s] {
+				e.t.Fatalf("handled %s, not a message of consumer %s", s, consumer)
+			}
+		}
+		return len(want) > 0 && len(seen) == len(want)
+	}
+}
+
+// elasticSettled: the work stream holds nothing of consumer's partitions,
+// and what was handled and what waits are, together and apart, everything
+// published so far.
+func (e *authEnv) elasticSettled(ws, consumer string, published func() int) func(map[string]bool) bool {
+	return func(seen map[string]bool) bool {
+		if len(e.mine(ws, consumer)) > 0 {
+			return false
+		}
+		s, _ := e.admin.Stream(context.Background(), ws)
+		si, err := s.Info(context.Background(), jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		waiting := 0
+		for subj := range si.State.Subjects {
+			if seen[strings.SplitN(subj, ".", 2)[1]] {
+				e.t.Fatalf("%s was handled and still waits", subj)
+			}
+			waiting++
+		}
+		return len(seen) > 0 && len(seen)+waiting == published()
 	}
 }
 
@@ -233,7 +258,7 @@ func TestPermissionsStatic(t *testing.T) {
 	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
 	e.ok("admin", "static", "create", "balanced", "ORDERS", "g2", "4", "m1", "m2")
 
-	e.failover("w1", "static", "ORDERS", "g", "m1", "ORDERS", "g-m1")
+	e.failover("w1", "static", "ORDERS", "g", "m1", e.staticSettled("ORDERS", "g-m1"))
 
 	r := e.refused("w1", "static", "consume", "ORDERS", "g", "m2", "--count", "1")
 	errorSays(t, "consume as another member", r.Err, "$JS.API.CONSUMER", "g-m2", "roles that have it: member (for m2)", "--member m2")
@@ -287,7 +312,7 @@ func (e *authEnv) refusedKV(user, bucket string, keys ...string) {
 // intact checks that group's config and consumers are still there.
 func (e *authEnv) intact(stream, group string, consumers ...string) {
 	ctx := context.Background()
-	kv, err := e.admin.KeyValue(ctx, "static-consumer-groups")
+	kv, err := e.admin.KeyValue(ctx, cg.StaticBucket)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -312,5 +337,54 @@ func errorSays(t *testing.T, what, stderr string, words ...string) {
 		if !strings.Contains(lines[0], w) {
 			t.Fatalf("%s: error %q does not say %q", what, lines[0], w)
 		}
+	}
+}
+
+func TestPermissionsElastic(t *testing.T) {
+	member := permsJSON(t, "elastic", "permissions", "ORDERS", "g", "--member", "m1")
+	e := startAuth(t, map[string]*server.Permissions{
+		"w1":   member,
+		"op":   permsJSON(t, "elastic", "permissions", "ORDERS", "g", "--role", "operator"),
+		"view": permsJSON(t, "elastic", "permissions", "ORDERS", "g", "--role", "viewer"),
+		"less": without(member, "$JS.API.CONSUMER.MSG.NEXT.ORDERS-g.m1"),
+	})
+	if _, err := e.admin.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.*"}, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("op", "elastic", "create", "ORDERS", "g", "4", "--filter", "orders.*:1")
+	e.ok("op", "elastic", "add", "ORDERS", "g", "m1", "m2")
+	e.ok("admin", "elastic", "create", "ORDERS", "g2", "4", "--filter", "orders.*:1")
+	e.ok("admin", "elastic", "add", "ORDERS", "g2", "m1")
+
+	e.failover("w1", "elastic", "ORDERS", "g", "m1", e.elasticSettled("ORDERS-g", "m1", func() int { return e.published }))
+
+	r := e.refused("w1", "elastic", "consume", "ORDERS", "g", "m2", "--count", "1")
+	errorSays(t, "consume as another member", r.Err, "ORDERS-g.m2", "roles that have it: member (for m2)")
+	e.refused("w1", "elastic", "consume", "ORDERS", "g2", "m1", "--count", "1")
+	e.refused("w1", "elastic", "delete", "ORDERS", "g", "--force")
+	e.refused("w1", "elastic", "delete", "ORDERS", "g2", "--force")
+	e.refused("w1", "elastic", "add", "ORDERS", "g", "m3")
+	e.refused("w1", "elastic", "drop", "ORDERS", "g", "m2")
+	e.refusedKV("w1", "elastic-consumer-groups", "ORDERS.g", "ORDERS.g2")
+
+	e.ok("view", "elastic", "info", "ORDERS", "g")
+	e.ok("view", "elastic", "watch", "ORDERS", "g", "--count", "2", "--interval", "100ms")
+	if r := e.as("view", "check", "ORDERS", "g"); !strings.Contains(r.Out, "1 group checked") || strings.Contains(r.Out+r.Err, "refused") {
+		t.Fatalf("viewer check: exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+	e.refused("view", "elastic", "add", "ORDERS", "g", "m3")
+	e.refused("view", "elastic", "delete", "ORDERS", "g", "--force")
+	e.refusedKV("view", "elastic-consumer-groups", "ORDERS.g")
+
+	r = e.refused("less", "elastic", "consume", "ORDERS", "g", "m1", "--count", "1")
+	errorSays(t, "a member user without the pull right", r.Err, "publish to $JS.API.CONSUMER.MSG.NEXT.ORDERS-g.m1", "roles that have it: member (for m1)")
+
+	e.ok("op", "elastic", "add", "ORDERS", "g", "m3")
+	e.ok("op", "elastic", "drop", "ORDERS", "g", "m3")
+	e.refused("op", "elastic", "delete", "ORDERS", "g2", "--force")
+	e.refused("op", "elastic", "add", "ORDERS", "g2", "m3")
+	e.ok("op", "elastic", "delete", "ORDERS", "g", "--force")
+	if _, err := e.admin.Stream(context.Background(), "ORDERS-g2"); err != nil {
+		t.Fatalf("g2's work stream: %v", err)
 	}
 }

@@ -57,4 +57,3 @@ func Permission(server string, s PermissionScope) string {
 	}
 	return msg + "; no role of group " + s.Group + " on " + s.Stream + " has it: this user is acting outside the group its permissions are for"
 }
-
