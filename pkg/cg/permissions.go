@@ -37,10 +37,6 @@ const (
 // Roles lists the roles in the order cg shows them.
 func Roles() []Role { return []Role{RoleMember, RoleOperator, RoleViewer} }
 
-// ErrPermission is wrapped by every error that comes from the server
-// refusing a subject to the user (a permissions violation).
-var ErrPermission = errors.New("permission denied")
-
 // ErrUnknownRole is returned, wrapped, for a role Permissions does not know.
 var ErrUnknownRole = errors.New("unknown role")
 
