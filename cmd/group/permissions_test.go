@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -386,5 +387,76 @@ func TestPermissionsElastic(t *testing.T) {
 	e.ok("op", "elastic", "delete", "ORDERS", "g", "--force")
 	if _, err := e.admin.Stream(context.Background(), "ORDERS-g2"); err != nil {
 		t.Fatalf("g2's work stream: %v", err)
+	}
+}
+
+// The conf block parses as nats-server configuration into the same lists
+// the json holds.
+func TestPermissionsConfParses(t *testing.T) {
+	for _, k := range []string{"static", "elastic"} {
+		for _, role := range [][]string{{"--member", "m1", "--dead-letter", "dl.orders"}, {"--role", "operator"}, {"--role", "viewer", "--member", "m1,m2"}} {
+			args := append([]string{k, "permissions", "ORDERS", "g"}, role...)
+			r := clitest.Run(t, cmd.Run, clitest.Env(), args...)
+			if r.Code != 0 {
+				t.Fatalf("cg %v: exit %d: %s", args, r.Code, r.Err)
+			}
+			indented := strings.ReplaceAll(r.Out, "\n", "\n    ")
+			conf := fmt.Sprintf("listen: 127.0.0.1:-1\nauthorization {\n  users: [\n    {user: u, password: p\n    %s}\n  ]\n}\n", indented)
+			path := t.TempDir() + "/server.conf"
+			if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			o, err := server.ProcessConfigFile(path)
+			if err != nil {
+				t.Fatalf("cg %v: the conf block does not parse: %v\n%s", args, err, conf)
+			}
+			got := o.Users[0].Permissions
+			want := permsJSON(t, args...)
+			if !slices.Equal(got.Publish.Allow, want.Publish.Allow) || !slices.Equal(got.Subscribe.Allow, want.Subscribe.Allow) ||
+				(got.Response != nil) != (want.Response != nil) {
+				t.Fatalf("cg %v: conf and json differ:\nconf %+v %+v %v\njson %+v %+v %v", args, got.Publish, got.Subscribe, got.Response, want.Publish, want.Subscribe, want.Response)
+			}
+		}
+	}
+}
+
+// A member's lists name its own consumer and keys and nothing of another
+// member or group; bad input is one usage line.
+func TestPermissionsNarrow(t *testing.T) {
+	m1 := permsJSON(t, "static", "permissions", "ORDERS", "g", "--member", "m1")
+	all := append(slices.Clone(m1.Publish.Allow), m1.Subscribe.Allow...)
+	for _, s := range all {
+		for _, bad := range []string{"g-m2", ".m2", "DELETE.ORDERS", "STREAM.CREATE", "STREAM.DELETE", "g2"} {
+			if strings.Contains(s, bad) {
+				t.Errorf("static member m1 may use %s (%q)", s, bad)
+			}
+		}
+		if s == ">" || s == "$JS.API.>" || strings.HasPrefix(s, "$KV.static-consumer-groups") {
+			t.Errorf("static member m1 may use %s", s)
+		}
+	}
+	if !slices.Contains(m1.Publish.Allow, "$KV.cg-static-positions.ORDERS.g.m1") || !slices.Contains(m1.Publish.Allow, "$JS.ACK.ORDERS.g-m1.>") {
+		t.Errorf("static member m1 lacks its own position or acks: %v", m1.Publish.Allow)
+	}
+	e1 := permsJSON(t, "elastic", "permissions", "ORDERS", "g", "--member", "m1", "--dead-letter", "dl.orders")
+	for _, s := range e1.Publish.Allow {
+		if strings.HasPrefix(s, "$KV.elastic-consumer-groups") || strings.Contains(s, "STREAM.DELETE") || strings.Contains(s, ".m2") {
+			t.Errorf("elastic member m1 may publish to %s", s)
+		}
+	}
+	if !slices.Contains(e1.Publish.Allow, "dl.orders") {
+		t.Errorf("--dead-letter not granted: %v", e1.Publish.Allow)
+	}
+	for _, bad := range [][]string{
+		{"static", "permissions", "ORDERS", "g"},
+		{"static", "permissions", "ORDERS", "g", "--role", "boss"},
+		{"static", "permissions", "ORDERS", "g", "--member", "m1", "--format", "yaml"},
+		{"elastic", "permissions", "ORDERS", "g", "--role", "viewer", "--dead-letter", "dl"},
+		{"elastic", "permissions", "ORDERS", "g", "--member", "a.b"},
+	} {
+		r := clitest.Run(t, cmd.Run, clitest.Env(), bad...)
+		if r.Code != 2 || len(clitest.ErrorLines(r.Err)) != 1 || r.Out != "" {
+			t.Errorf("cg %v: want exit 2 and one error line, got exit %d: %q", bad, r.Code, r.Err)
+		}
 	}
 }
