@@ -210,7 +210,7 @@ func (p permCtx) kvRead(bucket, key, what string) {
 // to that key.
 func (p permCtx) kvWatch(bucket, key, what string) {
 	p.b.pub(p.api+".CONSUMER.CREATE.KV_"+bucket+".*.$KV."+bucket+"."+key,
-		"watch "+what+": an ordered consumer filtered to key "+key+" alone")
+		"watch "+what+": an ordered consumer filtered to "+key)
 	p.b.pub(p.api+".CONSUMER.DELETE.KV_"+bucket+".*",
 		"remove its own watchers of "+bucket+" when done (ordered consumers with random names; the bucket's stream has no others)")
 }
