@@ -27,6 +27,8 @@ type authEnv struct {
 	admin jetstream.JetStream
 	// published is how many orders.k<i> were published.
 	published int
+	// envs overrides how a user connects (a nats context, say).
+	envs map[string]func(string) string
 }
 
 // permsJSON runs `cg <args> --json` (no server) and reads its lists.
@@ -75,6 +77,9 @@ func startAuth(t *testing.T, users map[string]*server.Permissions) *authEnv {
 }
 
 func (e *authEnv) env(user string) func(string) string {
+	if f, ok := e.envs[user]; ok {
+		return f
+	}
 	return clitest.Env("NATS_URL="+e.s.ClientURL(), "NATS_USER="+user, "NATS_PASSWORD=pw", "NATS_TIMEOUT=10s")
 }
 
@@ -459,4 +464,27 @@ func TestPermissionsNarrow(t *testing.T) {
 			t.Errorf("cg %v: want exit 2 and one error line, got exit %d: %q", bad, r.Code, r.Err)
 		}
 	}
+}
+
+// A member whose user has its own inbox prefix (set in its nats context)
+// runs with the permissions printed for that prefix: replies never go
+// through the shared _INBOX.
+func TestPermissionsInboxPrefix(t *testing.T) {
+	perms := permsJSON(t, "static", "permissions", "ORDERS", "g", "--member", "m1", "--inbox-prefix", "_INBOX_w1")
+	if slices.Contains(perms.Subscribe.Allow, "_INBOX.>") || !slices.Contains(perms.Subscribe.Allow, "_INBOX_w1.>") {
+		t.Fatalf("subscribe list %v", perms.Subscribe.Allow)
+	}
+	e := startAuth(t, map[string]*server.Permissions{"w1": perms})
+	home := t.TempDir()
+	if err := os.MkdirAll(home+"/nats/context", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctxJSON := fmt.Sprintf(`{"url": %q, "user": "w1", "password": "pw", "inbox_prefix": "_INBOX_w1"}`, e.s.ClientURL())
+	if err := os.WriteFile(home+"/nats/context/w1.json", []byte(ctxJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.envs = map[string]func(string) string{"w1": clitest.Env("XDG_CONFIG_HOME="+home, "NATS_CONTEXT=w1", "NATS_TIMEOUT=10s")}
+	e.partitioned(4)
+	e.ok("admin", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
+	e.failover("w1", "static", "ORDERS", "g", "m1", e.staticSettled("ORDERS", "g-m1"))
 }
