@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -138,11 +139,24 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		select {
 		case <-f.RefusedC():
 			cancel()
 		case <-ctx.Done():
+			return
+		}
+		// Some waits do not follow the command's context (a KV watch
+		// being set up waits on its own timeout): give a clean stop a
+		// moment, then close the connection under them.
+		t := time.NewTimer(refusedGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			f.Close()
+		case <-done:
 		}
 	}()
 	cmd, err := root.ExecuteContextC(ctx)
@@ -225,6 +239,10 @@ Global Flags:
 
 Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
 `
+
+// refusedGrace is how long a refused command may take to stop cleanly
+// before its connection is closed under it.
+const refusedGrace = time.Second
 
 // permissionScope is the group a refused command acted on, read off its
 // place in the tree (static or elastic) and its positional arguments.

@@ -255,10 +255,12 @@ func (e *authEnv) elasticSettled(ws, consumer string, published func() int) func
 func TestPermissionsStatic(t *testing.T) {
 	member := permsJSON(t, "static", "permissions", "ORDERS", "g", "--member", "m1")
 	e := startAuth(t, map[string]*server.Permissions{
-		"w1":   member,
-		"op":   permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "operator", "--member", "m1,m2"),
-		"view": permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "viewer"),
-		"less": without(member, "$JS.API.CONSUMER.MSG.NEXT.ORDERS.g-m1"),
+		"w1":         member,
+		"op":         permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "operator", "--member", "m1,m2"),
+		"view":       permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "viewer"),
+		"less":       without(member, "$JS.API.CONSUMER.MSG.NEXT.ORDERS.g-m1"),
+		"less-info":  without(member, "$JS.API.STREAM.INFO.ORDERS"),
+		"less-watch": without(member, "$JS.API.CONSUMER.CREATE.KV_static-consumer-groups.*.$KV.static-consumer-groups.ORDERS.g"),
 	})
 	e.partitioned(4)
 	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
@@ -286,6 +288,13 @@ func TestPermissionsStatic(t *testing.T) {
 
 	r = e.refused("less", "static", "consume", "ORDERS", "g", "m1", "--count", "1")
 	errorSays(t, "a member user without the pull right", r.Err, "publish to $JS.API.CONSUMER.MSG.NEXT.ORDERS.g-m1", "roles that have it: member (for m1)")
+	r = e.refused("less-watch", "static", "consume", "ORDERS", "g", "m1", "--count", "1")
+	errorSays(t, "a member user without the config watch", r.Err, "publish to $JS.API.CONSUMER.CREATE.KV_static-consumer-groups.", "$KV.static-consumer-groups.ORDERS.g", "member (for m1)")
+	// (Without its $JS.ACK entry a member still acks: allow_responses lets
+	// it answer the messages delivered to it; the entry is there for the
+	// in-progress acks and for handing back a dead instance's message.)
+	r = e.refused("less-info", "static", "consume", "ORDERS", "g", "m1", "--count", "1")
+	errorSays(t, "a member user without the stream info", r.Err, "publish to $JS.API.STREAM.INFO.ORDERS ", "member (for m1), operator, viewer")
 
 	e.refused("op", "static", "delete", "ORDERS", "g2", "--force")
 	e.ok("op", "static", "delete", "ORDERS", "g", "--force")
