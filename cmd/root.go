@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/iostreams"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // Main runs cg with the process's arguments, streams and environment, and
@@ -132,17 +134,42 @@ func execute(ctx context.Context, f *factory.Factory, root *cobra.Command, args 
 		args = []string{} // nil makes cobra read os.Args
 	}
 	root.SetArgs(args)
+	// A refused request is never answered and never worth retrying: the
+	// first permission violation ends the command at once.
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-f.RefusedC():
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		// Some waits do not follow the command's context (a KV watch
+		// being set up waits on its own timeout): give a clean stop a
+		// moment, then close the connection under them.
+		t := time.NewTimer(refusedGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			f.Close()
+		case <-done:
+		}
+	}()
 	cmd, err := root.ExecuteContextC(ctx)
+	if r := f.Refused(); r != "" && !cmdutil.IsUsage(err) && !errors.Is(err, cmdutil.ErrSilent) {
+		fmt.Fprintf(f.IOStreams.ErrOut, "error: %s\n", hints.Permission(r, permissionScope(f, cmd)))
+		return cmdutil.Failed
+	}
 	if err != nil && !errors.Is(err, cmdutil.ErrSilent) {
 		msg := hints.Error(err)
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) && cmd != nil {
+		if parent.Err() != nil && errors.Is(err, context.Canceled) && cmd != nil {
 			// SIGINT/SIGTERM cancelled the command's context: say so, not
 			// the raw "context canceled" of whichever request it cut.
 			msg = "interrupted (SIGINT or SIGTERM) before '" + cmd.CommandPath() + "' finished"
-		}
-		// A refused request only times out; the server said why, apart.
-		if r := f.Refused(); r != "" && !cmdutil.IsUsage(err) && !strings.Contains(msg, r) {
-			msg += "; the server refused: " + r
 		}
 		fmt.Fprintf(f.IOStreams.ErrOut, "error: %s\n", msg)
 		if cmdutil.IsUsage(err) && cmd != nil {
@@ -212,3 +239,30 @@ Global Flags:
 
 Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
 `
+
+// refusedGrace is how long a refused command may take to stop cleanly
+// before its connection is closed under it.
+const refusedGrace = time.Second
+
+// permissionScope is the group a refused command acted on, read off its
+// place in the tree (static or elastic) and its positional arguments.
+func permissionScope(f *factory.Factory, cmd *cobra.Command) hints.PermissionScope {
+	s := hints.PermissionScope{Domain: f.Conn.JSDomain}
+	if cmd == nil {
+		return s
+	}
+	for c := cmd; c != nil; c = c.Parent() {
+		if k, err := cg.ParseKind(c.Name()); err == nil {
+			s.Kind = k
+			break
+		}
+	}
+	args := cmd.Flags().Args()
+	if len(args) >= 2 {
+		s.Stream, s.Group = args[0], args[1]
+	}
+	if len(args) >= 3 && cmd.Parent() != nil && cmd.Parent().Name() != "create" {
+		s.Member = args[2]
+	}
+	return s
+}

@@ -86,3 +86,10 @@ func (f *Factory) Close() {
 func (f *Factory) Refused() string {
 	return f.refusals.lastRefusal()
 }
+
+// RefusedC is closed as soon as the server reports a permission violation
+// on the connection: a command waiting on a refused request stops at once
+// instead of waiting out its timeout.
+func (f *Factory) RefusedC() <-chan struct{} {
+	return f.refusals.refused()
+}

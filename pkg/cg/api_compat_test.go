@@ -491,6 +491,46 @@ func _() {
 	var _ func(*cg.Version) string = (*cg.Version).String
 	var _ func(stream string, group string) string = cg.WorkStreamName
 	var _ func(si *jetstream.StreamInfo, stream string, group string, cfg *cg.ElasticConfig) (owned bool, why string) = cg.WorkStreamOwned
+	var _ error = cg.ErrPermission
+	var _ error = cg.ErrUnknownRole
+	var _ func(msg string) (*cg.PermissionError, bool) = cg.ParsePermissionViolation
+	var _ func(s string) (cg.Role, error) = cg.ParseRole
+	var _ *cg.PermissionEntry
+	var _ string = (*cg.PermissionEntry)(nil).Subject
+	var _ string = (*cg.PermissionEntry)(nil).Why
+	var _ *cg.PermissionError
+	var _ bool = (*cg.PermissionError)(nil).Publish
+	var _ string = (*cg.PermissionError)(nil).Subject
+	var _ string = (*cg.PermissionError)(nil).Server
+	var _ func(*cg.PermissionError) string = (*cg.PermissionError).Error
+	var _ func(*cg.PermissionError) error = (*cg.PermissionError).Unwrap
+	var _ *cg.PermissionOptions
+	var _ cg.Role = (*cg.PermissionOptions)(nil).Role
+	var _ []string = (*cg.PermissionOptions)(nil).Members
+	var _ string = (*cg.PermissionOptions)(nil).DeadLetter
+	var _ string = (*cg.PermissionOptions)(nil).InboxPrefix
+	var _ string = (*cg.PermissionOptions)(nil).Domain
+	var _ *cg.PermissionSet
+	var _ cg.Kind = (*cg.PermissionSet)(nil).Kind
+	var _ string = (*cg.PermissionSet)(nil).Stream
+	var _ string = (*cg.PermissionSet)(nil).Group
+	var _ cg.Role = (*cg.PermissionSet)(nil).Role
+	var _ []string = (*cg.PermissionSet)(nil).Members
+	var _ []cg.PermissionEntry = (*cg.PermissionSet)(nil).Publish
+	var _ []cg.PermissionEntry = (*cg.PermissionSet)(nil).Subscribe
+	var _ bool = (*cg.PermissionSet)(nil).Responses
+	var _ string = (*cg.PermissionSet)(nil).ResponsesWhy
+	var _ []string = (*cg.PermissionSet)(nil).Notes
+	var _ func(*cg.PermissionSet) []string = (*cg.PermissionSet).PublishSubjects
+	var _ func(*cg.PermissionSet) []string = (*cg.PermissionSet).SubscribeSubjects
+	var _ func(k cg.Kind, stream string, group string, o cg.PermissionOptions) (cg.PermissionSet, error) = cg.Permissions
+	var _ *cg.Role
+	var _ cg.Role = cg.RoleMember
+	var _ cg.Role = cg.RoleOperator
+	var _ cg.Role = cg.RoleViewer
+	var _ func() []cg.Role = cg.Roles
+	var _ func(k cg.Kind, stream string, group string, member string, subject string, publish bool, o cg.PermissionOptions) []cg.Role = cg.RolesAllowing
+	var _ func(pattern string, subject string) bool = cg.SubjectMatches
 }
 
 // Issue 12 (ordered batches), appended by hand from scripts/apigen's output.

@@ -29,6 +29,9 @@ var (
 	// ErrWorkStreamGone: an elastic group's work stream was deleted under
 	// a running member; only re-running create can rebuild it.
 	ErrWorkStreamGone = errors.New("work stream deleted")
+	// ErrPermission: the server refused a subject to the user (a
+	// permissions violation); PermissionError says which.
+	ErrPermission = errors.New("permission denied")
 )
 
 // described is a sentinel with its own full wording: Error is the message

@@ -117,7 +117,7 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 			return res, err
 		}
 		res.Created = true
-		return res, nil
+		return res, c.ensurePositions(ctx, si.Config.Replicas)
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return res, fmt.Errorf("store group %s: %w", Key(stream, group), err)
 	}
@@ -127,7 +127,7 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	}
 	if existing.Equal(cfg) {
 		res.Config = existing
-		return res, nil
+		return res, c.ensurePositions(ctx, si.Config.Replicas)
 	}
 	return res, fmt.Errorf("%w: static group %q on %q has %s; delete it first to recreate", ErrGroupExists, group, stream, strings.Join(existing.Diff(cfg), ", "))
 }
@@ -362,4 +362,14 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 	}
 	c.deletePositions(ctx, stream, group, cfg.MemberNames())
 	return res, errors.Join(errs...)
+}
+
+// ensurePositions makes the bucket the members save their positions in, at
+// create (and at an identical re-run, for groups made before or by the
+// reference), so that a member's user needs no right to create streams.
+func (c *Client) ensurePositions(ctx context.Context, replicas int) error {
+	if _, err := c.positions(ctx, replicas); err != nil {
+		return fmt.Errorf("positions bucket %s: %w", PositionsBucket, err)
+	}
+	return nil
 }
