@@ -35,6 +35,8 @@ type ConsumeOptions struct {
 	// order (--concurrency, --order).
 	Concurrency int
 	Order       string
+	// Poison: the retry policy and the demo handler's failures (poison.go).
+	Poison PoisonFlags
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -55,6 +57,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			if err := opts.checkLanes(cmd.Flags().Changed("max-ack-pending")); err != nil {
 				return err
 			}
+			if err := opts.Poison.check(cmd.Flags()); err != nil {
+				return err
+			}
 			return consumeRun(cmd.Context(), opts)
 		},
 	}
@@ -72,6 +77,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	cmdutil.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
+	opts.Poison.bind(fs)
 	return cmd
 }
 
