@@ -128,6 +128,8 @@ type MsgLine struct {
 	Millis    float64 `json:"processing_ms"`
 	Acked     bool    `json:"acked"`
 	AckError  string  `json:"ack_error,omitempty"`
+	// Failed: the demo handler failed it on purpose (--fail-subject).
+	Failed bool `json:"failed,omitempty"`
 	// With --verify: the key, its per-key sequence and what the check found.
 	Key    string `json:"key,omitempty"`
 	KeySeq uint64 `json:"key_seq,omitempty"`
@@ -159,6 +161,10 @@ type Summary struct {
 	Reason    string  `json:"reason"`
 	// With --verify.
 	Verify *traffic.Stats `json:"verify,omitempty"`
+	// Poison messages (poison.go): failed on purpose, dead-lettered, parked.
+	Failed       int `json:"failed,omitempty"`
+	DeadLettered int `json:"dead_lettered,omitempty"`
+	Parked       int `json:"parked,omitempty"`
 }
 
 func consumeRun(ctx context.Context, o *ConsumeOptions) error {
@@ -273,6 +279,10 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			key, keySeq, _ = traffic.KeyOf(m.Headers())
 			check = verifier.Observe(key, keySeq, sseq, o.Member)
 		}
+		if o.Poison.fails(m.Subject()) {
+			o.failMsg(m, md, mdErr, start, &mu, &sum, js, cs, who)
+			return
+		}
 		// Not past the ack wait: by then the server redelivers anyway.
 		actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
 		ackErr := m.DoubleAck(actx)
@@ -365,6 +375,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		if v := sum.Verify; v != nil {
 			fmt.Fprintf(ios.ErrOut, "[%s] verify: %d keys, %d distinct key/seq, %d duplicates, %d order violations, %d gaps (%d still missing), %d without headers\n",
 				who, v.Keys, v.Processed, v.Duplicates, v.Violations, v.Gaps, v.Missing, v.Unkeyed)
+		}
+		if line := poisonSummary(sum); line != "" {
+			fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
 		}
 	}
 	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {

@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // PoisonFlags are consume's poison-message flags as given: the retry
@@ -136,4 +140,41 @@ func (b *backoffValue) Set(s string) error {
 	}
 	*b.p = ds
 	return nil
+}
+
+// failMsg is the demo handler's failure of m (--fail-subject): it naks m,
+// so a retry policy redelivers it after its backoff (or, without one, the
+// server after the nak, without end), and prints the failure.
+func (o *ConsumeOptions) failMsg(m *cg.Msg, md *jetstream.MsgMetadata, mdErr error, start time.Time,
+	mu *sync.Mutex, sum *Summary, js *render.JSONStream, cs *render.ColorScheme, who string) {
+	nakErr := m.Nak()
+	line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
+		Millis: float64(time.Since(start).Microseconds()) / 1000, Failed: true}
+	if mdErr == nil {
+		line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
+	}
+	if nakErr != nil {
+		line.AckError = nakErr.Error()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sum.Failed++
+	if o.F.JSON {
+		_ = js.Encode(line)
+		return
+	}
+	outcome := cs.Red("failed") + " (--fail-subject " + o.Poison.FailSubject + "), nak'd"
+	if nakErr != nil {
+		outcome = cs.Red("failed") + ", nak failed: " + nakErr.Error()
+	}
+	fmt.Fprintf(o.F.IOStreams.Out, "[%s] p%-3d %s seq=%d pin=%s %s delivery %d\n", who, line.Partition, line.Subject, line.StreamSeq,
+		shortPin(line.PinID), outcome, line.Delivered)
+}
+
+// poisonSummary is the summary's poison line, "" when nothing failed.
+func poisonSummary(s Summary) string {
+	if s.Failed == 0 && s.DeadLettered == 0 && s.Parked == 0 {
+		return ""
+	}
+	return fmt.Sprintf("poison: %d deliveries failed, %d dead-lettered, %d parked", s.Failed, s.DeadLettered, s.Parked)
 }
