@@ -112,6 +112,9 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err != nil {
 		return res, err
 	}
+	if err := c.EnsurePoisonBucket(ctx, si.Config.Replicas); err != nil {
+		return res, err
+	}
 	if rev, err := kv.Create(ctx, Key(stream, group), raw); err == nil {
 		if err := c.settleStaticClash(ctx, kv, stream, group, cfg, rev); err != nil {
 			return res, err
