@@ -81,10 +81,11 @@ func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f) }
 func newCmdDemo(f *factory.Factory) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Rate: 50, Limit: overallLimit}
 	cmd := &cobra.Command{
-		Use:   "demo [static|elastic]",
+		Use:   "demo [static|elastic|poison]",
 		Short: "Run a walkthrough of the seed article in one process and check it by counting",
 		Long: `Run one of the seed article's walkthroughs in this one process, with nothing
-installed: static (the default) or elastic.
+installed: static (the default) or elastic; or poison, a walkthrough of
+a poison message (docs/poison.md).
 
 Both start a NATS server with JetStream on loopback (random port, temporary
 store removed at the end), run every member instance on its own connection
@@ -107,6 +108,17 @@ timed: for an add, from the configuration update to the new member's first
 message; for the drop, until every orphaned partition was served by its new
 owner.
 
+poison: ORDERS is partitioned by customer on orders.<customer>.<event>, and
+members m1 and m2 of a static group run 4 handler calls at once with a retry
+policy (3 deliveries, backoff 200ms then 400ms, dead letters to dlq.orders,
+captured by the stream DEAD). One refund among the traffic fails every time
+(as consume --fail-subject 'orders.*.refund' does): it is dead-lettered with
+its Cg- headers while the rest flows, and its customer's later orders are
+handled only after it. The verdict counts the dead letters (1, headers
+checked), the poison key's messages handled too early (0), per-key order
+violations and lost messages (0); --keys, --rate, --sleep, --phase (the
+traffic time) and --ack-wait apply.
+
 Narration, member events and status go to stderr; the verdict goes to stdout
 (--json for JSON). It counts what the handlers saw: published, processed,
 duplicates, per-key order violations and lost messages, and the failover
@@ -115,14 +127,15 @@ order held, 1 otherwise, and always within a minute.`,
 		Example: `  cg demo
   cg demo elastic
   cg demo static --keys 50 --rate 100/s --sleep 10ms
-  cg demo elastic --phase 3s --json > verdict.json`,
-		ValidArgs: []string{Static, Elastic},
+  cg demo elastic --phase 3s --json > verdict.json
+  cg demo poison`,
+		ValidArgs: []string{Static, Elastic, Poison},
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
 				return cmdutil.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
-			case len(args) == 1 && args[0] != Static && args[0] != Elastic:
-				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic", args[0])
+			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Poison:
+				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static, cg demo elastic or cg demo poison", args[0])
 			}
 			return nil
 		},
@@ -387,6 +400,9 @@ func demoRun(ctx context.Context, o *Options) error {
 	limit := o.Limit
 	if limit <= 0 {
 		limit = overallLimit
+	}
+	if o.Walkthrough == Poison {
+		return poisonRun(ctx, o)
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

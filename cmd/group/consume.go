@@ -165,6 +165,7 @@ type Summary struct {
 	Failed       int `json:"failed,omitempty"`
 	DeadLettered int `json:"dead_lettered,omitempty"`
 	Parked       int `json:"parked,omitempty"`
+	Released     int `json:"released,omitempty"`
 }
 
 func consumeRun(ctx context.Context, o *ConsumeOptions) error {
@@ -207,6 +208,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			}
 		case cg.EventStopped:
 			sum.Reason = e.Reason
+		case cg.EventPoison:
+			o.onPoisonEvent(e, &sum, js, cs, who)
+			return
 		}
 		if o.F.JSON {
 			el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
@@ -346,6 +350,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, handler, cg.JoinOptions{
 		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
 		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
+		Retry: o.Poison.policy(),
 	})
 	if err != nil {
 		return wrap(err, o.Kind, o.Stream, o.Group)

@@ -96,6 +96,63 @@ func checkDeadLetter(s string) error {
 	return nil
 }
 
+// policy is the retry policy the flags ask for; nil when none was given.
+func (p *PoisonFlags) policy() *cg.RetryPolicy {
+	if !p.set {
+		return nil
+	}
+	action, _ := cg.ParsePoisonAction(p.OnPoison) // checked by check
+	return &cg.RetryPolicy{MaxDeliver: p.MaxDeliver, Backoff: p.Backoff, OnPoison: action, DeadLetter: p.DeadLetter}
+}
+
+// PoisonLine is a poison event in consume's --json output.
+type PoisonLine struct {
+	Type   string    `json:"type"`   // "poison"
+	Action string    `json:"action"` // dead-letter, park or release
+	Time   time.Time `json:"time"`
+	Member string    `json:"member"`
+	Reason string    `json:"reason"`
+}
+
+// poisonAction names a poison event's cause as --on-poison does.
+func poisonAction(c cg.EventCause) string {
+	switch c {
+	case cg.CauseDeadLettered:
+		return "dead-letter"
+	case cg.CauseParked:
+		return "park"
+	case cg.CauseReleased:
+		return "release"
+	}
+	return string(c)
+}
+
+// onPoisonEvent counts and prints a poison event (the caller holds the
+// output lock).
+func (o *ConsumeOptions) onPoisonEvent(e cg.Event, sum *Summary, js *render.JSONStream, cs *render.ColorScheme, who string) {
+	switch e.Cause {
+	case cg.CauseDeadLettered:
+		sum.DeadLettered++
+	case cg.CauseParked:
+		sum.Parked++
+	case cg.CauseReleased:
+		sum.Released++
+	}
+	if o.F.JSON {
+		_ = js.Encode(PoisonLine{Type: "poison", Action: poisonAction(e.Cause), Time: e.Time, Member: e.Member, Reason: e.Reason})
+		return
+	}
+	word := cs.Red(poisonAction(e.Cause))
+	if e.Cause == cg.CauseReleased {
+		word = cs.Green("release")
+	}
+	line := word + ": " + e.Reason
+	if e.Cause == cg.CauseParked {
+		line += fmt.Sprintf(" (let it go: cg %s release %s %s %s)", o.Kind, o.Stream, o.Group, o.Member)
+	}
+	fmt.Fprintf(o.F.IOStreams.ErrOut, "[%s] %s\n", who, line)
+}
+
 // fails says whether the demo handler fails a message on subject.
 func (p *PoisonFlags) fails(subject string) bool {
 	return p.FailSubject != "" && server.SubjectMatchesFilter(subject, p.FailSubject)
@@ -136,6 +193,9 @@ func (b *backoffValue) Set(s string) error {
 		if err != nil {
 			return fmt.Errorf("delay %d: %w", i+1, err)
 		}
+		if d == 0 {
+			return fmt.Errorf("delay %d is 0s: every delay must be positive, such as 1s,5s,30s (leave --backoff out to retry at once)", i+1)
+		}
 		ds = append(ds, d)
 	}
 	*b.p = ds
@@ -147,6 +207,7 @@ func (b *backoffValue) Set(s string) error {
 // server after the nak, without end), and prints the failure.
 func (o *ConsumeOptions) failMsg(m *cg.Msg, md *jetstream.MsgMetadata, mdErr error, start time.Time,
 	mu *sync.Mutex, sum *Summary, js *render.JSONStream, cs *render.ColorScheme, who string) {
+	m.Fail(errFailSubject(o.Poison.FailSubject))
 	nakErr := m.Nak()
 	line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
 		Millis: float64(time.Since(start).Microseconds()) / 1000, Failed: true}
@@ -173,8 +234,8 @@ func (o *ConsumeOptions) failMsg(m *cg.Msg, md *jetstream.MsgMetadata, mdErr err
 
 // poisonSummary is the summary's poison line, "" when nothing failed.
 func poisonSummary(s Summary) string {
-	if s.Failed == 0 && s.DeadLettered == 0 && s.Parked == 0 {
+	if s.Failed == 0 && s.DeadLettered == 0 && s.Parked == 0 && s.Released == 0 {
 		return ""
 	}
-	return fmt.Sprintf("poison: %d deliveries failed, %d dead-lettered, %d parked", s.Failed, s.DeadLettered, s.Parked)
+	return fmt.Sprintf("poison: %d deliveries failed, %d dead-lettered, %d parked, %d released", s.Failed, s.DeadLettered, s.Parked, s.Released)
 }
