@@ -104,13 +104,15 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 			continue
 		}
 		snap := sampler.Add(gi)
+		poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
 		switch {
 		case o.F.JSON:
-			err = encodeSnapshot(js, snap)
+			err = js.Encode(snapshotWithPoison(snapshotView(snap), poison))
 		case redraw:
 			var b strings.Builder
 			b.WriteString(clearScreen)
 			renderSnapshot(&b, cs, snap, o.Interval)
+			renderWatchPoison(&b, cs, o.Kind, o.Stream, o.Group, poison, snap.Time)
 			_, err = io.WriteString(ios.Out, b.String())
 		default:
 			var b strings.Builder
@@ -118,6 +120,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 				b.WriteString("\n")
 			}
 			renderSnapshot(&b, cs, snap, o.Interval)
+			renderWatchPoison(&b, cs, o.Kind, o.Stream, o.Group, poison, snap.Time)
 			_, err = io.WriteString(ios.Out, b.String())
 		}
 		if err != nil {
