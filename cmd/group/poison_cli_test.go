@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -69,5 +70,187 @@ func (e *env) plainStream(name, subject string) {
 	e.t.Helper()
 	if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{subject}}); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// shopEnv is a server with SHOP partitioned 4 ways by customer on
+// shop.<customer>.<event>, the dead-letter stream DLQ on dlq.shop, and the
+// static group g with the one member m1.
+func shopEnv(t *testing.T) *env {
+	e := newEnv(t, 4)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "SHOP", Subjects: []string{"shop.*.*"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "shop.*.*", Destination: "{{partition(4,1)}}.shop.{{wildcard(1)}}.{{wildcard(2)}}"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("static", "create", "balanced", "SHOP", "g", "4", "m1")
+	return e
+}
+
+// publish publishes each subject once, in order.
+func (e *env) publish(subjects ...string) {
+	e.t.Helper()
+	for _, s := range subjects {
+		if _, err := e.js.Publish(context.Background(), s, []byte(s)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// deadLetters returns the messages in DLQ.
+func (e *env) deadLetters() []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), "DLQ")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	si, err := s.Info(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := si.State.FirstSeq; seq > 0 && seq <= si.State.LastSeq; seq++ {
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// consumeLine is what the tests read of consume --json lines.
+type consumeLine struct {
+	Type      string `json:"type"`
+	Subject   string `json:"subject"`
+	StreamSeq uint64 `json:"stream_seq"`
+	Delivered uint64 `json:"delivered"`
+	Acked     any    `json:"acked"` // a bool on msg lines, a count on the summary
+	Failed    any    `json:"failed"`
+	Action    string `json:"action"`
+	Reason    string `json:"reason"`
+	// summary
+	Handled      int `json:"handled"`
+	DeadLettered int `json:"dead_lettered"`
+	Parked       int `json:"parked"`
+}
+
+func consumeLines(t *testing.T, out string) []consumeLine {
+	t.Helper()
+	var ls []consumeLine
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var c consumeLine
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("not JSON: %q: %v", l, err)
+		}
+		ls = append(ls, c)
+	}
+	return ls
+}
+
+// One poison message dead-lettered through the CLI: its key's later
+// messages are handled only after the dead letter, which lands once with
+// its headers; the summary, info and watch count it.
+func TestConsumeDeadLetter(t *testing.T) {
+	e := shopEnv(t)
+	e.publish("shop.k1.refund", "shop.k1.created", "shop.k2.created", "shop.k1.created", "shop.k2.created", "shop.k1.created", "shop.k2.created")
+	r := clitest.Run(t, cmd.Run, e.env, "--json", "static", "consume", "SHOP", "g", "m1", "--count", "6", "--sleep", "0s",
+		"--max-deliver", "2", "--dead-letter", "dlq.shop", "--fail-subject", "shop.*.refund")
+	if r.Code != 0 {
+		t.Fatalf("consume: %s", r)
+	}
+	ls := consumeLines(t, r.Out)
+	var failed, acked []consumeLine
+	deadAt, firstK1 := -1, -1
+	for i, l := range ls {
+		switch {
+		case l.Type == "msg" && l.Failed == true:
+			failed = append(failed, l)
+		case l.Type == "msg" && l.Acked == true:
+			acked = append(acked, l)
+			if strings.HasPrefix(l.Subject, "shop.k1.") && firstK1 < 0 {
+				firstK1 = i
+			}
+		case l.Type == "poison":
+			if l.Action != "dead-letter" || deadAt >= 0 {
+				t.Fatalf("poison line %+v (dead-letter line before at %d)", l, deadAt)
+			}
+			deadAt = i
+		}
+	}
+	if len(failed) != 2 || failed[0].Delivered != 1 || failed[1].Delivered != 2 || failed[0].StreamSeq != 1 {
+		t.Fatalf("failed deliveries %+v, want seq 1 delivered 1 then 2\n%s", failed, r.Out)
+	}
+	if len(acked) != 6 || deadAt < 0 || firstK1 < deadAt {
+		t.Fatalf("%d acked, dead-letter line %d, first later k1 message %d: the key's later messages must follow the dead letter\n%s", len(acked), deadAt, firstK1, r.Out)
+	}
+	if sum := ls[len(ls)-1]; sum.Type != "summary" || sum.DeadLettered != 1 || sum.Handled != 6 || !strings.Contains(r.Out, `"failed":2`) {
+		t.Fatalf("summary %+v\n%s", sum, r.Out)
+	}
+	dl := e.deadLetters()
+	if len(dl) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dl))
+	}
+	h := dl[0].Header
+	for k, want := range map[string]string{"Cg-Stream": "SHOP", "Cg-Sequence": "1", "Cg-Subject": "shop.k1.refund", "Cg-Group": "g",
+		"Cg-Member": "m1", "Cg-Deliveries": "2", "Cg-Kind": "static"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("dead letter header %s = %q, want %q", k, got, want)
+		}
+	}
+	if !strings.Contains(h.Get("Cg-Error"), "--fail-subject shop.*.refund") || string(dl[0].Data) != "shop.k1.refund" {
+		t.Errorf("dead letter: Cg-Error %q, body %q", h.Get("Cg-Error"), dl[0].Data)
+	}
+
+	var info struct {
+		Members []struct {
+			DeadLettered uint64 `json:"dead_lettered"`
+		} `json:"members"`
+		PoisonPartitions []struct {
+			Partition    int    `json:"partition"`
+			DeadLettered uint64 `json:"dead_lettered"`
+		} `json:"poison_partitions"`
+	}
+	if err := json.Unmarshal([]byte(e.mustRun("--json", "static", "info", "SHOP", "g").Out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Members) != 1 || info.Members[0].DeadLettered != 1 || len(info.PoisonPartitions) != 1 || info.PoisonPartitions[0].DeadLettered != 1 {
+		t.Fatalf("info --json poison fields: %+v", info)
+	}
+	goldenOut(t, "static-info-dead-lettered", e.mustRun("static", "info", "SHOP", "g"))
+	goldenOut(t, "static-watch-dead-lettered", e.mustRun("static", "watch", "SHOP", "g", "--count", "1"))
+	// Nothing parked: check has no poison warning (the member has no
+	// instance now, which check reports on its own).
+	if r := clitest.Run(t, cmd.Run, e.env, "check", "SHOP", "g"); strings.Contains(r.Out, "poison") {
+		t.Fatalf("check with only dead letters: %s", r)
+	}
+}
+
+// --on-poison stop: the instance exits non-zero naming the message, which
+// stays pending.
+func TestConsumePoisonStop(t *testing.T) {
+	e := shopEnv(t)
+	e.publish("shop.k2.created", "shop.k1.refund", "shop.k1.created")
+	r := clitest.Run(t, cmd.Run, e.env, "static", "consume", "SHOP", "g", "m1", "--sleep", "0s",
+		"--max-deliver", "2", "--on-poison", "stop", "--fail-subject", "shop.*.refund")
+	if r.Code != 1 {
+		t.Fatalf("consume --on-poison stop: %s", r)
+	}
+	for _, want := range []string{"poison message", "sequence 2", "shop.k1.refund", "2 deliveries"} {
+		if !strings.Contains(r.Err, want) {
+			t.Errorf("stderr does not name the message (%q): %s", want, r.Err)
+		}
+	}
+	if strings.Contains(r.Out, "shop.k1.created") || !strings.Contains(r.Out, "shop.k2.created") {
+		t.Fatalf("handled: %s", r.Out)
+	}
+	if n := len(e.deadLetters()); n != 0 {
+		t.Fatalf("%d dead letters under stop", n)
 	}
 }
