@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -252,5 +253,105 @@ func TestConsumePoisonStop(t *testing.T) {
 	}
 	if n := len(e.deadLetters()); n != 0 {
 		t.Fatalf("%d dead letters under stop", n)
+	}
+}
+
+// --on-poison park: the poison message's key stops while the others go
+// on; info lists the parked message, check warns naming the release
+// command; release --retry parks it again (it still fails), release --skip
+// dead-letters it and the key's later messages follow.
+func TestConsumeParkAndRelease(t *testing.T) {
+	e := shopEnv(t)
+	e.publish("shop.k1.refund", "shop.k1.created", "shop.k2.created", "shop.k1.created", "shop.k2.created", "shop.k2.created")
+	a := clitest.Start(cmd.Run, e.env, "--json", "static", "consume", "SHOP", "g", "m1", "--sleep", "0s", "--concurrency", "4",
+		"--max-deliver", "2", "--on-poison", "park", "--dead-letter", "dlq.shop", "--fail-subject", "shop.*.refund")
+	defer a.Stop(t)
+	count := func(out, what string) int { return strings.Count(out, what) }
+	a.WaitOut(t, 30*time.Second, "the poison message parked and k2 handled", func(out string) bool {
+		return count(out, `"action":"park"`) == 1 && count(out, `"subject":"shop.k2.created"`) == 3
+	})
+	if strings.Contains(a.Out.String(), `"subject":"shop.k1.created"`) {
+		t.Fatalf("a later message of the parked key was handled:\n%s", a.Out)
+	}
+
+	var info struct {
+		Members []struct {
+			Parked []struct {
+				Sequence uint64 `json:"sequence"`
+				Subject  string `json:"subject"`
+				Key      string `json:"key"`
+			} `json:"parked"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(e.mustRun("--json", "static", "info", "SHOP", "g").Out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Members) != 1 || len(info.Members[0].Parked) != 1 || info.Members[0].Parked[0].Sequence != 1 || info.Members[0].Parked[0].Subject != "shop.k1.refund" {
+		t.Fatalf("info --json parked: %+v", info)
+	}
+	text := e.mustRun("static", "info", "SHOP", "g").Out
+	for _, want := range []string{"1 parked", "Parked messages", "shop.k1.refund", "cg static release SHOP g m1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("info lacks %q:\n%s", want, text)
+		}
+	}
+	if w := e.mustRun("static", "watch", "SHOP", "g", "--count", "1").Out; !strings.Contains(w, "Parked messages") || !strings.Contains(w, "0 dead-lettered, 1 parked") {
+		t.Errorf("watch lacks the parked message:\n%s", w)
+	}
+	r := clitest.Run(t, cmd.Run, e.env, "check", "SHOP", "g")
+	if r.Code != 1 || !strings.Contains(r.Out, "poison-parked") || !strings.Contains(r.Out, "'cg static release SHOP g m1'") || !strings.Contains(r.Out, "sequence 1 (shop.k1.refund") {
+		t.Fatalf("check on a parked key: %s", r)
+	}
+	r = clitest.Run(t, cmd.Run, e.env, "--json", "check", "SHOP", "g")
+	if !strings.Contains(r.Out, `"code": "poison-parked"`) && !strings.Contains(r.Out, `"code":"poison-parked"`) {
+		t.Fatalf("check --json: %s", r.Out)
+	}
+
+	// Bad release input: one line, exit 2.
+	for _, bad := range [][]string{{"--retry", "--skip"}, {"--seq", "0"}} {
+		r := clitest.Run(t, cmd.Run, e.env, append([]string{"static", "release", "SHOP", "g", "m1"}, bad...)...)
+		if r.Code != 2 || len(clitest.ErrorLines(r.Err)) != 1 {
+			t.Errorf("release %v: %s", bad, r)
+		}
+	}
+	if r := clitest.Run(t, cmd.Run, e.env, "static", "release", "SHOP", "g", "m1", "--seq", "99"); r.Code != 1 || !strings.Contains(r.Err, "no parked message at sequence 99") {
+		t.Errorf("release --seq 99: %s", r)
+	}
+
+	// Retry: one more delivery, which fails, so it parks again.
+	r = e.mustRun("static", "release", "SHOP", "g", "m1")
+	if !strings.Contains(r.Err, "released parked message 1") || !strings.Contains(r.Err, "retries it once more") {
+		t.Fatalf("release: %s", r)
+	}
+	a.WaitOut(t, 30*time.Second, "the retried message parked again", func(out string) bool { return count(out, `"action":"park"`) == 2 })
+	if strings.Contains(a.Out.String(), `"subject":"shop.k1.created"`) || len(e.deadLetters()) != 0 {
+		t.Fatalf("after a retry that failed again, the key moved on or a dead letter was sent:\n%s", a.Out)
+	}
+
+	// Skip: dead-lettered, then the key's later messages are handled.
+	r = e.mustRun("--json", "static", "release", "SHOP", "g", "m1", "--skip")
+	if !strings.Contains(r.Out, `"action": "skip"`) || !strings.Contains(r.Out, `"sequence": 1`) {
+		t.Fatalf("release --skip --json: %s", r.Out)
+	}
+	a.WaitOut(t, 30*time.Second, "the key's later messages handled after the skip", func(out string) bool {
+		return count(out, `"subject":"shop.k1.created"`) == 2
+	})
+	out := a.Out.String()
+	if dl := strings.Index(out, `"action":"dead-letter"`); dl < 0 || dl > strings.Index(out, `"subject":"shop.k1.created"`) {
+		t.Fatalf("the key's later messages came before its dead letter:\n%s", out)
+	}
+	dls := e.deadLetters()
+	if len(dls) != 1 || dls[0].Header.Get("Cg-Reason") != "skip" || dls[0].Header.Get("Cg-Sequence") != "1" {
+		t.Fatalf("dead letters after the skip: %d %v", len(dls), dls)
+	}
+	clitest.Eventually(t, 20*time.Second, "nothing parked", func() bool {
+		r := clitest.Run(t, cmd.Run, e.env, "static", "release", "SHOP", "g", "m1")
+		return r.Code == 0 && strings.Contains(r.Err, "nothing to release")
+	})
+	if code := a.Stop(t); code != 0 {
+		t.Fatalf("consume exit %d: %s", code, a.Err)
+	}
+	if !strings.Contains(a.Out.String(), `"parked":2`) || !strings.Contains(a.Out.String(), `"dead_lettered":1`) {
+		t.Fatalf("summary: %s", a.Out)
 	}
 }
