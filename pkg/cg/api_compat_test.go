@@ -109,6 +109,7 @@ func _() {
 	var _ string = cg.CodePartitionCeiling
 	var _ string = cg.CodePartitionUnowned
 	var _ string = cg.CodePartitionUnserved
+	var _ string = cg.CodePoisonParked
 	var _ string = cg.CodeServerTooOld
 	var _ string = cg.CodeStreamFilterMismatch
 	var _ string = cg.CodeStreamMissing
@@ -549,6 +550,7 @@ func _() {
 	var _ health.RemedyCode = cg.RemedyRecreateInvalidConfig
 	var _ health.RemedyCode = cg.RemedyRecreateStreamAndGroup
 	var _ health.RemedyCode = cg.RemedyRecreateStreamOrDelete
+	var _ cg.RemedyCode = cg.RemedyReleaseParked
 	var _ health.RemedyCode = cg.RemedyRemakeWorkStream
 	var _ health.RemedyCode = cg.RemedyRepairWorkStreamJoin
 	var _ health.RemedyCode = cg.RemedyRepairWorkStreamSettings
