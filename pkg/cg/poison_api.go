@@ -27,7 +27,11 @@ import (
 //     until Client.Release lets it go (retry once more, or skip it to the
 //     dead-letter subject). Other keys go on when Concurrency > 1; a serial
 //     member (Concurrency 0 or 1) is one ordering domain, so it stops as a
-//     whole.
+//     whole. The parked key's later messages, delivered meanwhile, stay
+//     in the member's window of unacknowledged messages (max ack
+//     pending): once they fill it, the server delivers the member nothing
+//     more until the release. Size MaxAckPending for the backlog a parked
+//     key may gather, or dead-letter instead.
 //   - PoisonStop stops the member with a *PoisonError (errors.Is ErrPoison;
 //     StopCause CausePoison) naming the message; the message is left
 //     unacked, so nothing is lost and the next instance sees it again.

@@ -277,7 +277,9 @@ func TestPoisonParkHoldsKeyUntilReleased(t *testing.T) {
 	failing := true
 	fail := func() bool { mu.Lock(); defer mu.Unlock(); return failing }
 	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", log.handler(fail, nil),
-		JoinOptions{Concurrency: 4, OnEvent: log.onEvent, Retry: &RetryPolicy{MaxDeliver: 2}})
+		// The parked key's 40 later messages stay in the member's window
+		// (max ack pending): it must have room for them and the others.
+		JoinOptions{Concurrency: 4, MaxAckPending: 64, OnEvent: log.onEvent, Retry: &RetryPolicy{MaxDeliver: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
