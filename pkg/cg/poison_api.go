@@ -213,8 +213,9 @@ const PoisonBucket = "cg-poison"
 
 // Dead-letter headers, set on every message published to
 // RetryPolicy.DeadLetter. The original message's headers are kept beside
-// them (except Nats-Msg-Id, Nats-Expected-* and the pin id), and
-// Nats-Msg-Id is cg-dl.<consumed stream>.<sequence>.
+// them, except the server's own (every Nats-* header: some are refused on
+// a publish, others would act on the dead-letter stream), and Nats-Msg-Id
+// is cg-dl.<consumed stream>.<sequence>.
 const (
 	// HeaderDLStream: the group's stream.
 	HeaderDLStream = "Cg-Stream"

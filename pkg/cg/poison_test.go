@@ -458,7 +458,7 @@ func TestPoisonCrashBetweenDeadLetterAndAck(t *testing.T) {
 // Backoff: the poison message's redeliveries follow the schedule, and the
 // member's other keys go on meanwhile.
 func TestPoisonBackoffScheduleOtherKeysGoOn(t *testing.T) {
-	env := poisonSetup(t, 200)
+	env := poisonSetup(t, 220)
 	log := newPoisonLog()
 	sched := []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond}
 	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", log.handler(func() bool { return true }, nil),
@@ -467,7 +467,7 @@ func TestPoisonBackoffScheduleOtherKeysGoOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Stop()
-	others := 200 - 200/poisonKeys
+	others := 220 - 220/poisonKeys
 	var othersDone time.Time
 	natstest.Eventually(t, 60*time.Second, "four attempts and the dead letter", func() bool {
 		if othersDone.IsZero() {
@@ -490,6 +490,7 @@ func TestPoisonBackoffScheduleOtherKeysGoOn(t *testing.T) {
 	log.mu.Unlock()
 	for i := 1; i < len(at); i++ {
 		gap, want := at[i].Sub(at[i-1]), sched[i-1]
+		t.Logf("redelivery %d: %s after the previous (schedule %s)", i+1, gap.Round(time.Millisecond), want)
 		if gap < want-50*time.Millisecond || gap > want+1500*time.Millisecond {
 			t.Errorf("redelivery %d came %s after the previous, want %s (schedule %v)", i+1, gap, want, sched)
 		}
@@ -497,8 +498,8 @@ func TestPoisonBackoffScheduleOtherKeysGoOn(t *testing.T) {
 	if othersDone.IsZero() || !othersDone.Before(at[3]) {
 		t.Fatalf("the other keys finished at %v, the poison message's last attempt at %v: they were held back", othersDone, at[3])
 	}
-	natstest.Eventually(t, 30*time.Second, "the poison key handled to its end", func() bool { return log.total() == 199 })
-	log.checkOrder(t, 200/poisonKeys, false)
+	natstest.Eventually(t, 30*time.Second, "the poison key handled to its end", func() bool { return log.total() == 219 })
+	log.checkOrder(t, 220/poisonKeys, false)
 }
 
 // Bad policies are refused at Join, and nothing is joined.
@@ -528,5 +529,69 @@ func TestPoisonBadPolicyRefusedAtJoin(t *testing.T) {
 	}
 	if ci, err := env.c.consumerInfo(context.Background(), "ORDERS", StaticConsumerName("g", "m1")); err != nil || ci != nil {
 		t.Fatalf("a refused join created the member consumer (%v)", err)
+	}
+}
+
+// Elastic groups: the dead letter names the work stream the sequence is
+// in, and leaves it (acked).
+func TestPoisonElasticDeadLetter(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := New(js)
+	if _, err := c.CreateElastic(ctx, "EV", "g", ElasticConfig{MaxMembers: 4, Members: []string{"m1"},
+		PartitioningFilters: []PartitioningFilter{{Filter: "ev.*", PartitioningWildcards: []int{1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if _, err := js.Publish(ctx, fmt.Sprintf("ev.k%d", i%5), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	handled := map[string]int{}
+	m, err := c.JoinElastic(ctx, "EV", "g", "m1", func(_ context.Context, m *Msg) {
+		if string(m.Data()) == "7" {
+			_ = m.Poison(errors.New("bad event"))
+			return
+		}
+		if m.Ack() == nil {
+			mu.Lock()
+			handled[string(m.Data())]++
+			mu.Unlock()
+		}
+	}, JoinOptions{Retry: &RetryPolicy{MaxDeliver: 5, DeadLetter: "dlq.ev"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 60*time.Second, "49 handled and one dead letter", func() bool {
+		mu.Lock()
+		n := len(handled)
+		mu.Unlock()
+		return n == 49 && dlqCount(js) == 1
+	})
+	dl := dlqMessages(t, js)
+	h := dl[0].Headers()
+	if h.Get(HeaderDLConsumedStream) != WorkStreamName("EV", "g") || h.Get(HeaderDLStream) != "EV" || h.Get(HeaderDLKind) != "elastic" ||
+		h.Get(HeaderDLReason) != DLReasonTerm || h.Get(HeaderDLDeliveries) != "1" || h.Get(HeaderDLError) != "bad event" || string(dl[0].Data()) != "7" {
+		t.Fatalf("dead letter %q headers %v", dl[0].Data(), h)
+	}
+	natstest.Eventually(t, 30*time.Second, "the work stream emptied", func() bool {
+		ws, err := js.Stream(ctx, WorkStreamName("EV", "g"))
+		return err == nil && ws.CachedInfo().State.Msgs == 0
+	})
+	rep, err := c.Poison(ctx, KindElastic, "EV", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, p := rep.Totals(); d != 1 || p != 0 {
+		t.Fatalf("report %+v", rep)
 	}
 }
