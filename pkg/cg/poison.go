@@ -810,3 +810,23 @@ func (c *Client) poisonReport(ctx context.Context, kv jetstream.KeyValue, kind K
 	slices.SortFunc(rep.Members, func(a, b MemberPoison) int { return strings.Compare(a.Member, b.Member) })
 	return rep, nil
 }
+
+// deletePoison removes a deleted group's keys from PoisonBucket: parked
+// records, release requests and counts (best effort; the bucket stays).
+func (c *Client) deletePoison(ctx context.Context, kind Kind, stream, group string) {
+	kv, err := c.js.KeyValue(ctx, PoisonBucket)
+	if err != nil {
+		return
+	}
+	lister, err := kv.ListKeysFiltered(ctx, string(kind)+"."+stream+"."+group+".>")
+	if err != nil {
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		_ = kv.Purge(ctx, k)
+	}
+}

@@ -268,6 +268,14 @@ func TestPoisonDeadLetterKeepsKeyOrder(t *testing.T) {
 	if ci.Config.MaxDeliver > 0 || len(ci.Config.BackOff) > 0 {
 		t.Fatalf("member consumer was given max deliver %d, backoff %v", ci.Config.MaxDeliver, ci.Config.BackOff)
 	}
+	// Deleting the group removes its poison keys.
+	m.Stop()
+	if _, err := env.c.Delete(context.Background(), KindStatic, "ORDERS", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := env.c.Poison(context.Background(), KindStatic, "ORDERS", "g"); err != nil || len(rep.Members) != 0 {
+		t.Fatalf("after the group's deletion: %+v, %v", rep, err)
+	}
 }
 
 func TestPoisonParkHoldsKeyUntilReleased(t *testing.T) {
