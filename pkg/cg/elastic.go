@@ -306,6 +306,7 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
+	c.deletePoison(ctx, KindElastic, stream, group)
 	ws := WorkStreamName(stream, group)
 	s, err := c.js.Stream(ctx, ws)
 	switch {

@@ -535,9 +535,12 @@ func (ps *poisonState) deleteKey(rec ParkedMessage, what string) {
 	_ = ps.kv.Delete(ctx, ps.key(rec.Sequence, what))
 }
 
-// dlSkipHeaders are the original's headers a dead letter does not carry.
+// dlSkipHeader: the original's headers a dead letter does not carry, the
+// server's own (Nats-*): some it refuses on a publish (a sourced message's
+// Nats-Stream-Source), some would act on the dead-letter stream
+// (Nats-Rollup, Nats-Expected-*, Nats-TTL), and Nats-Msg-Id is cg's.
 func dlSkipHeader(k string) bool {
-	return k == "Nats-Msg-Id" || k == "Nats-Pin-Id" || strings.HasPrefix(k, "Nats-Expected-")
+	return len(k) >= 5 && strings.EqualFold(k[:5], "Nats-")
 }
 
 // deadLetter publishes raw to subject, waits for the PubAck, then acks raw
@@ -806,4 +809,24 @@ func (c *Client) poisonReport(ctx context.Context, kv jetstream.KeyValue, kind K
 	}
 	slices.SortFunc(rep.Members, func(a, b MemberPoison) int { return strings.Compare(a.Member, b.Member) })
 	return rep, nil
+}
+
+// deletePoison removes a deleted group's keys from PoisonBucket: parked
+// records, release requests and counts (best effort; the bucket stays).
+func (c *Client) deletePoison(ctx context.Context, kind Kind, stream, group string) {
+	kv, err := c.js.KeyValue(ctx, PoisonBucket)
+	if err != nil {
+		return
+	}
+	lister, err := kv.ListKeysFiltered(ctx, string(kind)+"."+stream+"."+group+".>")
+	if err != nil {
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		_ = kv.Purge(ctx, k)
+	}
 }

@@ -27,7 +27,11 @@ import (
 //     until Client.Release lets it go (retry once more, or skip it to the
 //     dead-letter subject). Other keys go on when Concurrency > 1; a serial
 //     member (Concurrency 0 or 1) is one ordering domain, so it stops as a
-//     whole.
+//     whole. The parked key's later messages, delivered meanwhile, stay
+//     in the member's window of unacknowledged messages (max ack
+//     pending): once they fill it, the server delivers the member nothing
+//     more until the release. Size MaxAckPending for the backlog a parked
+//     key may gather, or dead-letter instead.
 //   - PoisonStop stops the member with a *PoisonError (errors.Is ErrPoison;
 //     StopCause CausePoison) naming the message; the message is left
 //     unacked, so nothing is lost and the next instance sees it again.
@@ -209,8 +213,9 @@ const PoisonBucket = "cg-poison"
 
 // Dead-letter headers, set on every message published to
 // RetryPolicy.DeadLetter. The original message's headers are kept beside
-// them (except Nats-Msg-Id, Nats-Expected-* and the pin id), and
-// Nats-Msg-Id is cg-dl.<consumed stream>.<sequence>.
+// them, except the server's own (every Nats-* header: some are refused on
+// a publish, others would act on the dead-letter stream), and Nats-Msg-Id
+// is cg-dl.<consumed stream>.<sequence>.
 const (
 	// HeaderDLStream: the group's stream.
 	HeaderDLStream = "Cg-Stream"

@@ -347,6 +347,7 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
+	c.deletePoison(ctx, KindStatic, stream, group)
 	if s == nil {
 		return res, nil
 	}
