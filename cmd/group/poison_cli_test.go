@@ -355,3 +355,45 @@ func TestConsumeParkAndRelease(t *testing.T) {
 		t.Fatalf("summary: %s", a.Out)
 	}
 }
+
+// Elastic: the same flags dead-letter a poison message from the work
+// stream; its headers name both the group's stream and the work stream.
+func TestElasticConsumeDeadLetter(t *testing.T) {
+	e := newEnv(t, 4)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.*.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.ev"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("elastic", "create", "EV", "e", "4", "--filter", "ev.*.*:1")
+	e.mustRun("elastic", "add", "EV", "e", "m1")
+	e.publish("ev.k1.refund", "ev.k1.created", "ev.k2.created")
+	r := clitest.Run(t, cmd.Run, e.env, "elastic", "consume", "EV", "e", "m1", "--count", "2", "--sleep", "0s",
+		"--max-deliver", "2", "--backoff", "100ms", "--dead-letter", "dlq.ev", "--fail-subject", "ev.*.refund")
+	if r.Code != 0 {
+		t.Fatalf("elastic consume: %s", r)
+	}
+	if !strings.Contains(r.Err, "dead-letter: dead-lettered message") || !strings.Contains(r.Err, "1 dead-lettered") {
+		t.Fatalf("stderr lacks the dead-letter event or the summary's count:\n%s", r.Err)
+	}
+	if !strings.Contains(r.Out, "ev.k1.created") || !strings.Contains(r.Out, "failed (--fail-subject ev.*.refund)") {
+		t.Fatalf("stdout lacks the failed delivery or the key's later message:\n%s", r.Out)
+	}
+	dls := e.deadLetters()
+	if len(dls) != 1 || dls[0].Header.Get("Cg-Stream") != "EV" || dls[0].Header.Get("Cg-Consumed-Stream") != "EV-e" || dls[0].Header.Get("Cg-Kind") != "elastic" {
+		t.Fatalf("elastic dead letters: %d %+v", len(dls), dls)
+	}
+	var info struct {
+		Members []struct {
+			DeadLettered uint64 `json:"dead_lettered"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(e.mustRun("--json", "elastic", "info", "EV", "e").Out), &info); err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Members) != 1 || info.Members[0].DeadLettered != 1 {
+		t.Fatalf("elastic info --json: %+v", info)
+	}
+}
