@@ -353,7 +353,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		Retry: o.Poison.policy(),
 	})
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
 	stopErr := m.Wait()
 	mu.Lock()

@@ -239,3 +239,11 @@ func poisonSummary(s Summary) string {
 	}
 	return fmt.Sprintf("poison: %d deliveries failed, %d dead-lettered, %d parked, %d released", s.Failed, s.DeadLettered, s.Parked, s.Released)
 }
+
+// poisonJoinErr words the fix of a retry policy's join error.
+func poisonJoinErr(err error, k cg.Kind, stream, group string) error {
+	if errors.Is(err, cg.ErrNoPoisonState) {
+		return fmt.Errorf("%w; re-run the group's 'cg %s create ...' for %s %s exactly as it was made (it makes the bucket and changes nothing else), or consume without --max-deliver, --backoff, --on-poison and --dead-letter", err, k, stream, group)
+	}
+	return err
+}

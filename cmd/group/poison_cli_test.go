@@ -11,6 +11,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // Bad poison flags: one line naming the mistake, exit 2, nothing joined
@@ -395,5 +396,21 @@ func TestElasticConsumeDeadLetter(t *testing.T) {
 	}
 	if len(info.Members) != 1 || info.Members[0].DeadLettered != 1 {
 		t.Fatalf("elastic info --json: %+v", info)
+	}
+}
+
+// A group made without the poison bucket (by the reference, or before cg
+// had one): consume with a retry policy refuses in one line saying how to
+// make it, and joins nothing; without a policy it runs as before.
+func TestConsumePoisonNoBucket(t *testing.T) {
+	e := newEnv(t, 4)
+	clitest.Store(t, e.js, cg.StaticBucket, "ORDERS.ref", `{"max_members":4,"filters":[">"],"members":["m1"]}`)
+	before := clitest.Inventory(t, e.js)
+	r := clitest.Run(t, cmd.Run, e.env, "static", "consume", "ORDERS", "ref", "m1", "--count", "1", "--max-deliver", "3")
+	if r.Code != 1 || len(clitest.ErrorLines(r.Err)) != 1 || !strings.Contains(r.Err, cg.PoisonBucket) || !strings.Contains(r.Err, "'cg static create ...'") {
+		t.Fatalf("consume --max-deliver on a group without the bucket: %s", r)
+	}
+	if after := clitest.Inventory(t, e.js); after != before {
+		t.Fatalf("the refused consume changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
