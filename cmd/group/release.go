@@ -132,17 +132,14 @@ func releaseView(o *ReleaseOptions, res cg.ReleaseResult) ReleaseView {
 }
 
 func releaseText(w io.Writer, cs *render.ColorScheme, o *ReleaseOptions, res cg.ReleaseResult) error {
-	what := "retries it once more (and parks it again if it fails again)"
-	if o.Skip {
-		what = "dead-letters it, then acks it"
-	}
 	for _, p := range res.Released {
+		what := "retries it once more (and parks it again if it fails again)"
+		if o.Skip {
+			what = "dead-letters it to " + p.DeadLetter + ", then acks it"
+		}
 		where := p.Subject
 		if p.Key != "" {
 			where += ", key " + p.Key
-		}
-		if o.Skip {
-			where += ", to " + p.DeadLetter
 		}
 		fmt.Fprintf(w, "%s: released parked message %d (%s, partition %d, after %d deliveries): the member's running instance %s\n",
 			cs.Member(o.Member), p.Sequence, where, p.Partition, p.Deliveries, what)
