@@ -290,6 +290,9 @@ func TestConsumeParkAndRelease(t *testing.T) {
 	if len(info.Members) != 1 || len(info.Members[0].Parked) != 1 || info.Members[0].Parked[0].Sequence != 1 || info.Members[0].Parked[0].Subject != "shop.k1.refund" {
 		t.Fatalf("info --json parked: %+v", info)
 	}
+	if mi := e.mustRun("--json", "static", "member-info", "SHOP", "g", "m1").Out; !strings.Contains(mi, `"parked": [`) || !strings.Contains(mi, `"subject": "shop.k1.refund"`) {
+		t.Errorf("member-info --json lacks the parked message:\n%s", mi)
+	}
 	text := e.mustRun("static", "info", "SHOP", "g").Out
 	for _, want := range []string{"1 parked", "Parked messages", "shop.k1.refund", "cg static release SHOP g m1"} {
 		if !strings.Contains(text, want) {
