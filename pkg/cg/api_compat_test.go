@@ -106,6 +106,7 @@ func _() {
 	var _ string = cg.CodeGroupMissing
 	var _ string = cg.CodeMemberNoInstance
 	var _ string = cg.CodeMemberUnusable
+	var _ string = cg.CodeParkedMessage
 	var _ string = cg.CodePartitionCeiling
 	var _ string = cg.CodePartitionUnowned
 	var _ string = cg.CodePartitionUnserved
@@ -549,6 +550,7 @@ func _() {
 	var _ health.RemedyCode = cg.RemedyRecreateInvalidConfig
 	var _ health.RemedyCode = cg.RemedyRecreateStreamAndGroup
 	var _ health.RemedyCode = cg.RemedyRecreateStreamOrDelete
+	var _ cg.RemedyCode = cg.RemedyReleaseParked
 	var _ health.RemedyCode = cg.RemedyRemakeWorkStream
 	var _ health.RemedyCode = cg.RemedyRepairWorkStreamJoin
 	var _ health.RemedyCode = cg.RemedyRepairWorkStreamSettings

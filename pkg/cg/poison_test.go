@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -321,6 +323,21 @@ func TestPoisonParkHoldsKeyUntilReleased(t *testing.T) {
 	}
 	if n := log.nAttempts(); n != 2 {
 		t.Fatalf("parked message handed over %d times, want 2", n)
+	}
+	// Check warns, naming the member, the partition and the release remedy.
+	crep, err := env.c.Check(context.Background(), CheckScope{Stream: "ORDERS", Group: "g", Kind: "static"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range crep.Findings {
+		if f.Code == CodeParkedMessage {
+			found = f.Severity == SeverityWarning && f.Member == "m1" && slices.Equal(f.Partitions, []int{parked.Partition}) &&
+				f.Remedy != nil && f.Remedy.Code == RemedyReleaseParked && strings.Contains(f.Message, "key "+poisonKey)
+		}
+	}
+	if !found {
+		t.Fatalf("check did not warn of the parked message: %+v", crep.Findings)
 	}
 	// Skip needs a dead-letter subject; this member has none.
 	if _, err := env.c.Release(context.Background(), KindStatic, "ORDERS", "g", "m1", ReleaseOptions{Skip: true}); !errors.Is(err, ErrNoDeadLetter) {
