@@ -620,3 +620,95 @@ func TestPoisonElasticDeadLetter(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// A parked message stays parked across instances: the next instance is
+// redelivered it and parks it again without handing it to the handler; a
+// skip release then dead-letters it and its key goes on.
+func TestPoisonParkSurvivesRestartThenSkip(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newPoisonLog()
+	pol := &RetryPolicy{MaxDeliver: 1, OnPoison: PoisonPark, DeadLetter: "dlq.orders"}
+	opts := JoinOptions{Concurrency: 4, MaxAckPending: 64, Retry: pol}
+	h := log.handler(func() bool { return true }, nil)
+	m1, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parkedCount := func() int {
+		rep, err := env.c.Poison(context.Background(), KindStatic, "ORDERS", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p := rep.Totals()
+		return p
+	}
+	natstest.Eventually(t, 60*time.Second, "the other keys handled and the message parked", func() bool {
+		return log.total() == 220-11+poisonSeq-1 && parkedCount() == 1
+	})
+	m1.Stop()
+	c2, err := NewFromConn(natstest.Connect(t, env.s), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parkedAgain := make(chan struct{}, 4)
+	opts.OnEvent = func(e Event) {
+		if e.Kind == EventPoison && e.Cause == CauseParked {
+			parkedAgain <- struct{}{}
+		}
+	}
+	m2, err := c2.JoinStatic(context.Background(), "ORDERS", "g", "m1", h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Stop()
+	// The new instance is redelivered it (after the ack wait) and holds it.
+	natstest.Eventually(t, 30*time.Second, "the parked message redelivered and held", func() bool {
+		return m2.poison != nil && func() bool {
+			m2.poison.mu.Lock()
+			defer m2.poison.mu.Unlock()
+			return len(m2.poison.held) == 1
+		}()
+	})
+	if n := log.nAttempts(); n != 1 {
+		t.Fatalf("the parked message reached the handler %d times, want 1: a new instance must park it again, not retry it", n)
+	}
+	if n := log.keyCount(poisonKey); n != poisonSeq-1 {
+		t.Fatalf("parked key handled %d after the restart, want %d", n, poisonSeq-1)
+	}
+	if _, err := env.c.Release(context.Background(), KindStatic, "ORDERS", "g", "m1", ReleaseOptions{Skip: true}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 60*time.Second, "the key handled to its end after the skip", func() bool {
+		return log.total() == 219 && dlqCount(env.js) == 1 && parkedCount() == 0
+	})
+	log.checkOrder(t, 11, false)
+	if n := log.nAttempts(); n != 1 {
+		t.Fatalf("a skipped message reached the handler again (%d attempts)", n)
+	}
+	dl := dlqMessages(t, env.js)
+	if r := dl[0].Headers().Get(HeaderDLReason); r != DLReasonSkip {
+		t.Fatalf("skipped dead letter has reason %q", r)
+	}
+	if len(parkedAgain) != 0 {
+		t.Fatalf("a parked message re-held by a new instance was reported as newly parked")
+	}
+}
+
+// A serial member (no concurrency) dead-letters too, in order.
+func TestPoisonSerialDeadLetter(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newPoisonLog()
+	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", log.handler(func() bool { return true }, nil),
+		JoinOptions{Retry: &RetryPolicy{MaxDeliver: 2, DeadLetter: "dlq.orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 60*time.Second, "219 handled and one dead letter", func() bool {
+		return log.total() == 219 && dlqCount(env.js) == 1
+	})
+	log.checkOrder(t, 11, false)
+	if n := log.nAttempts(); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+}
