@@ -552,8 +552,27 @@ func TestPoisonBadPolicyRefusedAtJoin(t *testing.T) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.is)
 		}
 	}
-	if ci, err := env.c.consumerInfo(context.Background(), "ORDERS", StaticConsumerName("g", "m1")); err != nil || ci != nil {
+	// Without the poison bucket (a group made before it existed, or by the
+	// reference) a member with a policy is refused; it never makes it.
+	ctx := context.Background()
+	if err := env.js.DeleteKeyValue(ctx, PoisonBucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.c.JoinStatic(ctx, "ORDERS", "g", "m1", h, JoinOptions{Retry: &RetryPolicy{MaxDeliver: 3}}); !errors.Is(err, ErrNoPoisonState) {
+		t.Fatalf("join without the poison bucket: %v, want ErrNoPoisonState", err)
+	}
+	if _, err := env.js.KeyValue(ctx, PoisonBucket); err == nil {
+		t.Fatal("a member made the poison bucket")
+	}
+	if ci, err := env.c.consumerInfo(ctx, "ORDERS", StaticConsumerName("g", "m1")); err != nil || ci != nil {
 		t.Fatalf("a refused join created the member consumer (%v)", err)
+	}
+	// An identical create makes it.
+	if res, err := env.c.CreateStatic(ctx, "ORDERS", "g", StaticConfig{MaxMembers: 8, Members: []string{"m1"}}); err != nil || res.Created {
+		t.Fatalf("identical re-create: %+v, %v", res, err)
+	}
+	if _, err := env.js.KeyValue(ctx, PoisonBucket); err != nil {
+		t.Fatalf("identical re-create did not make the poison bucket: %v", err)
 	}
 }
 
