@@ -731,3 +731,39 @@ func TestPoisonSerialDeadLetter(t *testing.T) {
 		t.Fatalf("%d attempts, want 2", n)
 	}
 }
+
+// Classify makes a failure poison at once: one delivery, reason classified,
+// the error given to Msg.Fail in the header.
+func TestPoisonClassifyPoisonsAtOnce(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newPoisonLog()
+	var asked []error
+	var mu sync.Mutex
+	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", log.handler(func() bool { return true }, nil),
+		JoinOptions{Concurrency: 2, Retry: &RetryPolicy{MaxDeliver: 10, DeadLetter: "dlq.orders",
+			Classify: func(m *Msg, err error) bool {
+				mu.Lock()
+				asked = append(asked, err)
+				mu.Unlock()
+				return err != nil && err.Error() == "cannot parse order"
+			}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 60*time.Second, "219 handled and one dead letter", func() bool {
+		return log.total() == 219 && dlqCount(env.js) == 1
+	})
+	log.checkOrder(t, 11, false)
+	if n := log.nAttempts(); n != 1 {
+		t.Fatalf("%d attempts, want 1: classified poison is not retried", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 {
+		t.Fatalf("Classify asked %d times, want once (only failures are classified)", len(asked))
+	}
+	if h := dlqMessages(t, env.js)[0].Headers(); h.Get(HeaderDLReason) != DLReasonClassified || h.Get(HeaderDLDeliveries) != "1" {
+		t.Fatalf("dead letter headers %v", h)
+	}
+}
