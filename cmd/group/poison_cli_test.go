@@ -303,11 +303,11 @@ func TestConsumeParkAndRelease(t *testing.T) {
 		t.Errorf("watch lacks the parked message:\n%s", w)
 	}
 	r := clitest.Run(t, cmd.Run, e.env, "check", "SHOP", "g")
-	if r.Code != 1 || !strings.Contains(r.Out, "poison-parked") || !strings.Contains(r.Out, "'cg static release SHOP g m1'") || !strings.Contains(r.Out, "sequence 1 (shop.k1.refund") {
+	if r.Code != 1 || !strings.Contains(r.Out, "parked-message") || !strings.Contains(r.Out, "'cg static release SHOP g m1'") || !strings.Contains(r.Out, "sequence 1 (subject shop.k1.refund") {
 		t.Fatalf("check on a parked key: %s", r)
 	}
 	r = clitest.Run(t, cmd.Run, e.env, "--json", "check", "SHOP", "g")
-	if !strings.Contains(r.Out, `"code": "poison-parked"`) && !strings.Contains(r.Out, `"code":"poison-parked"`) {
+	if !strings.Contains(r.Out, `"code": "parked-message"`) && !strings.Contains(r.Out, `"code":"parked-message"`) {
 		t.Fatalf("check --json: %s", r.Out)
 	}
 

@@ -106,10 +106,10 @@ func _() {
 	var _ string = cg.CodeGroupMissing
 	var _ string = cg.CodeMemberNoInstance
 	var _ string = cg.CodeMemberUnusable
+	var _ string = cg.CodeParkedMessage
 	var _ string = cg.CodePartitionCeiling
 	var _ string = cg.CodePartitionUnowned
 	var _ string = cg.CodePartitionUnserved
-	var _ string = cg.CodePoisonParked
 	var _ string = cg.CodeServerTooOld
 	var _ string = cg.CodeStreamFilterMismatch
 	var _ string = cg.CodeStreamMissing

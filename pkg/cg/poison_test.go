@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -322,6 +324,21 @@ func TestPoisonParkHoldsKeyUntilReleased(t *testing.T) {
 	if n := log.nAttempts(); n != 2 {
 		t.Fatalf("parked message handed over %d times, want 2", n)
 	}
+	// Check warns, naming the member, the partition and the release remedy.
+	crep, err := env.c.Check(context.Background(), CheckScope{Stream: "ORDERS", Group: "g", Kind: "static"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range crep.Findings {
+		if f.Code == CodeParkedMessage {
+			found = f.Severity == SeverityWarning && f.Member == "m1" && slices.Equal(f.Partitions, []int{parked.Partition}) &&
+				f.Remedy != nil && f.Remedy.Code == RemedyReleaseParked && strings.Contains(f.Message, "key "+poisonKey)
+		}
+	}
+	if !found {
+		t.Fatalf("check did not warn of the parked message: %+v", crep.Findings)
+	}
 	// Skip needs a dead-letter subject; this member has none.
 	if _, err := env.c.Release(context.Background(), KindStatic, "ORDERS", "g", "m1", ReleaseOptions{Skip: true}); !errors.Is(err, ErrNoDeadLetter) {
 		t.Fatalf("skip without a dead-letter subject: %v, want ErrNoDeadLetter", err)
@@ -422,7 +439,14 @@ func TestPoisonCrashBetweenDeadLetterAndAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, err := c2.JoinStatic(context.Background(), "ORDERS", "g", "m1", h, JoinOptions{Concurrency: 4, Retry: pol})
+	republished := make(chan struct{})
+	var reOnce sync.Once
+	m2, err := c2.JoinStatic(context.Background(), "ORDERS", "g", "m1", h, JoinOptions{Concurrency: 4, Retry: pol,
+		OnEvent: func(e Event) {
+			if e.Kind == EventPoison && e.Cause == CauseDeadLettered {
+				reOnce.Do(func() { close(republished) })
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,8 +469,15 @@ func TestPoisonCrashBetweenDeadLetterAndAck(t *testing.T) {
 		ci, err := c2.consumerInfo(context.Background(), "ORDERS", StaticConsumerName("g", "m1"))
 		return err == nil && ci.NumAckPending == 0 && ci.NumPending == 0
 	})
-	if n := dlqCount(env.js); n < 1 || n > 2 {
-		t.Fatalf("%d dead letters after the crash, want 1 (at most one duplicate)", n)
+	// The new instance published it again (the original was never acked),
+	// and the capturing stream dropped the copy by its message id.
+	select {
+	case <-republished:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the new instance never dead-lettered the unacked poison message")
+	}
+	if n := dlqCount(env.js); n != 1 {
+		t.Fatalf("%d dead letters after the crash, want 1 (the second publish is deduplicated by Nats-Msg-Id)", n)
 	}
 	log.mu.Lock()
 	defer log.mu.Unlock()
@@ -535,8 +566,27 @@ func TestPoisonBadPolicyRefusedAtJoin(t *testing.T) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.is)
 		}
 	}
-	if ci, err := env.c.consumerInfo(context.Background(), "ORDERS", StaticConsumerName("g", "m1")); err != nil || ci != nil {
+	// Without the poison bucket (a group made before it existed, or by the
+	// reference) a member with a policy is refused; it never makes it.
+	ctx := context.Background()
+	if err := env.js.DeleteKeyValue(ctx, PoisonBucket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.c.JoinStatic(ctx, "ORDERS", "g", "m1", h, JoinOptions{Retry: &RetryPolicy{MaxDeliver: 3}}); !errors.Is(err, ErrNoPoisonState) {
+		t.Fatalf("join without the poison bucket: %v, want ErrNoPoisonState", err)
+	}
+	if _, err := env.js.KeyValue(ctx, PoisonBucket); err == nil {
+		t.Fatal("a member made the poison bucket")
+	}
+	if ci, err := env.c.consumerInfo(ctx, "ORDERS", StaticConsumerName("g", "m1")); err != nil || ci != nil {
 		t.Fatalf("a refused join created the member consumer (%v)", err)
+	}
+	// An identical create makes it.
+	if res, err := env.c.CreateStatic(ctx, "ORDERS", "g", StaticConfig{MaxMembers: 8, Members: []string{"m1"}}); err != nil || res.Created {
+		t.Fatalf("identical re-create: %+v, %v", res, err)
+	}
+	if _, err := env.js.KeyValue(ctx, PoisonBucket); err != nil {
+		t.Fatalf("identical re-create did not make the poison bucket: %v", err)
 	}
 }
 
@@ -601,5 +651,133 @@ func TestPoisonElasticDeadLetter(t *testing.T) {
 	}
 	if d, p := rep.Totals(); d != 1 || p != 0 {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// A parked message stays parked across instances: the next instance is
+// redelivered it and parks it again without handing it to the handler; a
+// skip release then dead-letters it and its key goes on.
+func TestPoisonParkSurvivesRestartThenSkip(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newPoisonLog()
+	pol := &RetryPolicy{MaxDeliver: 1, OnPoison: PoisonPark, DeadLetter: "dlq.orders"}
+	opts := JoinOptions{Concurrency: 4, MaxAckPending: 64, Retry: pol}
+	h := log.handler(func() bool { return true }, nil)
+	m1, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parkedCount := func() int {
+		rep, err := env.c.Poison(context.Background(), KindStatic, "ORDERS", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p := rep.Totals()
+		return p
+	}
+	natstest.Eventually(t, 60*time.Second, "the other keys handled and the message parked", func() bool {
+		return log.total() == 220-11+poisonSeq-1 && parkedCount() == 1
+	})
+	m1.Stop()
+	c2, err := NewFromConn(natstest.Connect(t, env.s), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parkedAgain := make(chan struct{}, 4)
+	opts.OnEvent = func(e Event) {
+		if e.Kind == EventPoison && e.Cause == CauseParked {
+			parkedAgain <- struct{}{}
+		}
+	}
+	m2, err := c2.JoinStatic(context.Background(), "ORDERS", "g", "m1", h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Stop()
+	// The new instance is redelivered it (after the ack wait) and holds it.
+	natstest.Eventually(t, 30*time.Second, "the parked message redelivered and held", func() bool {
+		return m2.poison != nil && func() bool {
+			m2.poison.mu.Lock()
+			defer m2.poison.mu.Unlock()
+			return len(m2.poison.held) == 1
+		}()
+	})
+	if n := log.nAttempts(); n != 1 {
+		t.Fatalf("the parked message reached the handler %d times, want 1: a new instance must park it again, not retry it", n)
+	}
+	if n := log.keyCount(poisonKey); n != poisonSeq-1 {
+		t.Fatalf("parked key handled %d after the restart, want %d", n, poisonSeq-1)
+	}
+	if _, err := env.c.Release(context.Background(), KindStatic, "ORDERS", "g", "m1", ReleaseOptions{Skip: true}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 60*time.Second, "the key handled to its end after the skip", func() bool {
+		return log.total() == 219 && dlqCount(env.js) == 1 && parkedCount() == 0
+	})
+	log.checkOrder(t, 11, false)
+	if n := log.nAttempts(); n != 1 {
+		t.Fatalf("a skipped message reached the handler again (%d attempts)", n)
+	}
+	dl := dlqMessages(t, env.js)
+	if r := dl[0].Headers().Get(HeaderDLReason); r != DLReasonSkip {
+		t.Fatalf("skipped dead letter has reason %q", r)
+	}
+	if len(parkedAgain) != 0 {
+		t.Fatalf("a parked message re-held by a new instance was reported as newly parked")
+	}
+}
+
+// A serial member (no concurrency) dead-letters too, in order.
+func TestPoisonSerialDeadLetter(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newPoisonLog()
+	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", log.handler(func() bool { return true }, nil),
+		JoinOptions{Retry: &RetryPolicy{MaxDeliver: 2, DeadLetter: "dlq.orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 60*time.Second, "219 handled and one dead letter", func() bool {
+		return log.total() == 219 && dlqCount(env.js) == 1
+	})
+	log.checkOrder(t, 11, false)
+	if n := log.nAttempts(); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+}
+
+// Classify makes a failure poison at once: one delivery, reason classified,
+// the error given to Msg.Fail in the header.
+func TestPoisonClassifyPoisonsAtOnce(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newPoisonLog()
+	var asked []error
+	var mu sync.Mutex
+	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", log.handler(func() bool { return true }, nil),
+		JoinOptions{Concurrency: 2, Retry: &RetryPolicy{MaxDeliver: 10, DeadLetter: "dlq.orders",
+			Classify: func(m *Msg, err error) bool {
+				mu.Lock()
+				asked = append(asked, err)
+				mu.Unlock()
+				return err != nil && err.Error() == "cannot parse order"
+			}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 60*time.Second, "219 handled and one dead letter", func() bool {
+		return log.total() == 219 && dlqCount(env.js) == 1
+	})
+	log.checkOrder(t, 11, false)
+	if n := log.nAttempts(); n != 1 {
+		t.Fatalf("%d attempts, want 1: classified poison is not retried", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 {
+		t.Fatalf("Classify asked %d times, want once (only failures are classified)", len(asked))
+	}
+	if h := dlqMessages(t, env.js)[0].Headers(); h.Get(HeaderDLReason) != DLReasonClassified || h.Get(HeaderDLDeliveries) != "1" {
+		t.Fatalf("dead letter headers %v", h)
 	}
 }
