@@ -450,6 +450,11 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 		reason = DLReasonMaxDeliver
 	}
 	if reason == "" {
+		if kind == outNone && len(ps.pol.Backoff) == 0 {
+			// No schedule and no nak: redelivered after the ack wait, as
+			// without a policy (never a tight loop of redeliveries).
+			return
+		}
 		d := ps.pol.delay(md.NumDelivered)
 		if delayed {
 			d = delay
