@@ -39,6 +39,11 @@ type poisonState struct {
 	// releases the release requests not yet acted on (true: skip).
 	records  map[uint64]ParkedMessage
 	releases map[uint64]bool
+	// relRev is the KV revision of each release request seen; used the
+	// newest revision acted on per sequence, so that a request seen again
+	// (the watch replays what the join read) is not acted on twice.
+	relRev map[uint64]uint64
+	used   map[uint64]uint64
 	// held are parked messages this instance holds (kept alive).
 	held map[uint64]heldMsg
 	// holds are how long the lane stage holds the key of a message that
@@ -206,6 +211,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 	ps := &poisonState{m: m, pol: pol, action: pol.action(), kv: kv,
 		prefix:  PoisonKeyPrefix(Kind(m.kind.name()), m.stream, m.group, m.member),
 		records: map[uint64]ParkedMessage{}, releases: map[uint64]bool{},
+		relRev: map[uint64]uint64{}, used: map[uint64]uint64{},
 		held: map[uint64]heldMsg{}, holds: map[uint64]time.Time{}}
 	// What is parked already: a redelivery of it is parked again at once.
 	lister, err := kv.ListKeysFiltered(ctx, ps.prefix+".>")
@@ -218,7 +224,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 	}
 	for _, k := range keys {
 		if e, err := kv.Get(ctx, k); err == nil {
-			ps.apply(e.Key(), e.Value(), false)
+			ps.apply(e.Key(), e.Value(), e.Revision(), false)
 		}
 	}
 	m.poison = ps
@@ -236,7 +242,7 @@ func (ps *poisonState) start() {
 
 // apply takes in one stored key (deleted: a deletion). It returns the
 // sequence of a release request just seen (0 for anything else).
-func (ps *poisonState) apply(key string, val []byte, deleted bool) uint64 {
+func (ps *poisonState) apply(key string, val []byte, rev uint64, deleted bool) uint64 {
 	rest, ok := strings.CutPrefix(key, ps.prefix+".")
 	if !ok {
 		return 0
@@ -262,7 +268,11 @@ func (ps *poisonState) apply(key string, val []byte, deleted bool) uint64 {
 			delete(ps.releases, seq)
 			return 0
 		}
+		if rev <= ps.used[seq] {
+			return 0 // acted on already
+		}
 		ps.releases[seq] = req.Skip
+		ps.relRev[seq] = rev
 		return seq
 	}
 	return 0
@@ -297,7 +307,7 @@ func (ps *poisonState) watch() {
 				continue
 			}
 			del := e.Operation() != jetstream.KeyValuePut
-			seq := ps.apply(e.Key(), e.Value(), del)
+			seq := ps.apply(e.Key(), e.Value(), e.Revision(), del)
 			if seq == 0 {
 				continue
 			}
@@ -388,6 +398,10 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 			dl = ps.pol.DeadLetter
 		}
 		if dl == "" {
+			// Nowhere to skip it to (Release refuses this): parked on.
+			ps.mu.Lock()
+			ps.useRelease(seq)
+			ps.mu.Unlock()
 			ps.deleteKey(rec, "release")
 			ps.hold(s, raw, rec)
 			return
@@ -400,7 +414,7 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 	if parked {
 		// Released to retry once more: the request is used up now.
 		ps.mu.Lock()
-		delete(ps.releases, seq)
+		ps.useRelease(seq)
 		ps.mu.Unlock()
 		ps.deleteKey(rec, "release")
 	}
@@ -436,6 +450,11 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 		reason = DLReasonMaxDeliver
 	}
 	if reason == "" {
+		if kind == outNone && len(ps.pol.Backoff) == 0 {
+			// No schedule and no nak: redelivered after the ack wait, as
+			// without a policy (never a tight loop of redeliveries).
+			return
+		}
 		d := ps.pol.delay(md.NumDelivered)
 		if delayed {
 			d = delay
@@ -503,13 +522,28 @@ func (ps *poisonState) key(seq uint64, what string) string {
 	return ps.prefix + "." + what + "." + strconv.FormatUint(seq, 10)
 }
 
-// hold keeps raw parked on this instance: kept alive, its key held.
+// hold keeps raw parked on this instance: kept alive, its key held. A
+// release that came in meanwhile (the watcher found nothing held to hand
+// back) hands it back at once.
 func (ps *poisonState) hold(s bindingSink, raw *nats.Msg, rec ParkedMessage) {
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	ps.records[rec.Sequence] = rec
-	ps.held[rec.Sequence] = heldMsg{raw: raw, sink: s}
 	ps.holds[rec.Sequence] = holdForever
+	_, released := ps.releases[rec.Sequence]
+	if !released {
+		ps.held[rec.Sequence] = heldMsg{raw: raw, sink: s}
+	}
+	ps.mu.Unlock()
+	if released {
+		_ = raw.Nak()
+	}
+}
+
+// useRelease marks seq's release request acted on. Under ps.mu.
+func (ps *poisonState) useRelease(seq uint64) {
+	ps.used[seq] = max(ps.used[seq], ps.relRev[seq])
+	delete(ps.releases, seq)
+	delete(ps.relRev, seq)
 }
 
 // clear forgets a parked message that was handled or dead-lettered.
@@ -517,7 +551,7 @@ func (ps *poisonState) clear(seq uint64) {
 	ps.mu.Lock()
 	rec, ok := ps.records[seq]
 	delete(ps.records, seq)
-	delete(ps.releases, seq)
+	ps.useRelease(seq)
 	delete(ps.held, seq)
 	delete(ps.holds, seq)
 	ps.mu.Unlock()

@@ -51,7 +51,8 @@ import (
 //   - Ack / DoubleAck: handled.
 //   - Nak, NakWithDelay, or returning without an ack: failed, retry (after
 //     the Backoff delay for a Nak or no ack; after the handler's own delay
-//     for NakWithDelay) until MaxDeliver deliveries, then poison.
+//     for NakWithDelay; with no Backoff, at once for a Nak and after the ack
+//     wait without one) until MaxDeliver deliveries, then poison.
 //   - Term / TermWithReason / Msg.Poison(err): poison now, no retry. Under a
 //     retry policy a Term is not sent to the server (it would drop the
 //     message): the policy's action is taken instead.
@@ -122,8 +123,9 @@ type RetryPolicy struct {
 	// message poison). Negative is refused.
 	MaxDeliver int
 	// Backoff is the delay before redelivery 2, 3, …: Backoff[0] after the
-	// first failed delivery, the last entry repeating. Empty: redeliver at
-	// once. Every entry must be positive.
+	// first failed delivery, the last entry repeating. Empty: a Nak
+	// redelivers at once, a failure without one after the ack wait (as
+	// without a policy). Every entry must be positive.
 	Backoff []time.Duration
 	// OnPoison is what to do with a poison message; PoisonDefault means
 	// PoisonDeadLetter when DeadLetter is set, else PoisonPark.
