@@ -191,3 +191,20 @@ func renderWatchPoison(w io.Writer, cs *render.ColorScheme, k cg.Kind, stream, g
 	fmt.Fprintf(w, "  by member: %s\n", strings.Join(parts, "; "))
 	renderParked(w, cs, k, stream, group, rep, now)
 }
+
+// poisonSampler reads the poison report for watch at most once per every:
+// each read lists the group's keys in the poison bucket (an ordered
+// consumer on the server), too much for every sample of a fast watch.
+type poisonSampler struct {
+	every time.Duration
+	at    time.Time
+	rep   cg.PoisonReport
+}
+
+func (p *poisonSampler) read(ctx context.Context, c *cg.Client, k cg.Kind, stream, group string, errOut io.Writer) cg.PoisonReport {
+	if !p.at.IsZero() && time.Since(p.at) < p.every {
+		return p.rep
+	}
+	p.rep, p.at = readPoison(ctx, c, k, stream, group, errOut), time.Now()
+	return p.rep
+}

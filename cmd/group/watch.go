@@ -83,6 +83,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	js := render.NewJSONStream(ios.Out)
 	tick := time.NewTicker(o.Interval)
 	defer tick.Stop()
+	poisonEvery := &poisonSampler{every: time.Second}
 	for n := 0; o.Count == 0 || n < o.Count; n++ {
 		if n > 0 {
 			select {
@@ -104,7 +105,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 			continue
 		}
 		snap := sampler.Add(gi)
-		poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
+		poison := poisonEvery.read(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
 		switch {
 		case o.F.JSON:
 			err = js.Encode(snapshotWithPoison(snapshotView(snap), poison))
