@@ -126,6 +126,8 @@ Findings, by code (severity):
   member-unusable (critical)             a member's consumer name is one the server
                                          refuses (such as ">"): its partitions are
                                          consumed by no one
+  parked-message (warning)               a member holds a parked poison message: its key
+                                         waits until 'cg <kind> release' lets it go
   check-failed (unknown)                 a request failed: part of a group went unchecked
 
 A live instance is one pulling from its member consumer or holding its pin.

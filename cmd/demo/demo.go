@@ -88,10 +88,11 @@ func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f) }
 func newCmdDemo(f *factory.Factory) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Rate: 50, Limit: overallLimit}
 	cmd := &cobra.Command{
-		Use:   "demo [static|elastic|batches]",
+		Use:   "demo [static|elastic|batches|poison]",
 		Short: "Run a walkthrough of the seed article in one process and check it by counting",
 		Long: `Run one of the seed article's walkthroughs in this one process, with nothing
-installed: static (the default), elastic or batches.
+installed: static (the default), elastic or batches; or poison, a walkthrough
+of a poison message (docs/poison.md).
 
 Both start a NATS server with JetStream on loopback (random port, temporary
 store removed at the end), run every member instance on its own connection
@@ -121,6 +122,16 @@ its sink write and before its acks; the standby must handle that whole batch
 again, in the same order, before anything later. Its verdict adds the
 batches acked, the killed and redelivered batch, and fails on more
 duplicates than the killed batch.
+poison: ORDERS is partitioned by customer on orders.<customer>.<event>, and
+members m1 and m2 of a static group run 4 handler calls at once with a retry
+policy (3 deliveries, backoff 200ms then 400ms, dead letters to dlq.orders,
+captured by the stream DEAD). One refund among the traffic fails every time
+(as consume --fail-subject 'orders.*.refund' does): it is dead-lettered with
+its Cg- headers while the rest flows, and its customer's later orders are
+handled only after it. The verdict counts the dead letters (1, headers
+checked), the poison key's messages handled too early (0), per-key order
+violations and lost messages (0); --keys, --rate, --sleep, --phase (the
+traffic time) and --ack-wait apply.
 
 Narration, member events and status go to stderr; the verdict goes to stdout
 (--json for JSON). It counts what the handlers saw: published, processed,
@@ -140,14 +151,15 @@ that members can be added and dropped from the page; interrupt to end.`,
   cg demo static --keys 50 --rate 100/s --sleep 10ms
   cg demo elastic --phase 3s --json > verdict.json
   cg demo batches --batch 20
+  cg demo poison
   cg demo elastic --web --web-hold 10m`,
-		ValidArgs: []string{Static, Elastic, Batches},
+		ValidArgs: []string{Static, Elastic, Batches, Poison},
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
 				return cmdutil.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
-			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Batches:
-				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static or cg demo elastic, or cg demo batches", args[0])
+			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Batches && args[0] != Poison:
+				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static, cg demo elastic, cg demo batches or cg demo poison", args[0])
 			}
 			return nil
 		},
@@ -440,6 +452,9 @@ func demoRun(ctx context.Context, o *Options) error {
 	limit := o.Limit
 	if limit <= 0 {
 		limit = overallLimit
+	}
+	if o.Walkthrough == Poison {
+		return poisonRun(ctx, o)
 	}
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, limit)

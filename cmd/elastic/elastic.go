@@ -34,5 +34,6 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 		NewCmdDeleteMapping(f),
 	)
 	group.AddCommands(cmd, f, k)
+	cmd.AddCommand(group.NewCmdRelease(f, k))
 	return cmd
 }

@@ -40,6 +40,8 @@ type ConsumeOptions struct {
 	Batch     int
 	BatchWait time.Duration
 	FailEvery int
+	// Poison: the retry policy and the demo handler's failures (poison.go).
+	Poison PoisonFlags
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -63,6 +65,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			if err := opts.checkBatch(cmd.Flags()); err != nil {
 				return err
 			}
+			if err := opts.Poison.check(cmd.Flags()); err != nil {
+				return err
+			}
 			return consumeRun(cmd.Context(), opts)
 		},
 	}
@@ -81,6 +86,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
 	opts.batchFlags(fs)
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
+	opts.Poison.bind(fs)
 	return cmd
 }
 
@@ -131,6 +137,8 @@ type MsgLine struct {
 	Millis    float64 `json:"processing_ms"`
 	Acked     bool    `json:"acked"`
 	AckError  string  `json:"ack_error,omitempty"`
+	// Failed: the demo handler failed it on purpose (--fail-subject).
+	Failed bool `json:"failed,omitempty"`
 	// With --verify: the key, its per-key sequence and what the check found.
 	Key    string `json:"key,omitempty"`
 	KeySeq uint64 `json:"key_seq,omitempty"`
@@ -166,6 +174,11 @@ type Summary struct {
 	Reason    string  `json:"reason"`
 	// With --verify.
 	Verify *traffic.Stats `json:"verify,omitempty"`
+	// Poison messages (poison.go): failed on purpose, dead-lettered, parked.
+	Failed       int `json:"failed,omitempty"`
+	DeadLettered int `json:"dead_lettered,omitempty"`
+	Parked       int `json:"parked,omitempty"`
+	Released     int `json:"released,omitempty"`
 }
 
 func consumeRun(ctx context.Context, o *ConsumeOptions) error {
@@ -208,6 +221,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			}
 		case cg.EventStopped:
 			sum.Reason = e.Reason
+		case cg.EventPoison:
+			o.onPoisonEvent(e, &sum, js, cs, who)
+			return
 		}
 		if o.F.JSON {
 			el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
@@ -280,6 +296,10 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			key, keySeq, _ = traffic.KeyOf(m.Headers())
 			check = verifier.Observe(key, keySeq, sseq, o.Member)
 		}
+		if o.Poison.fails(m.Subject()) {
+			o.failMsg(m, md, mdErr, start, &mu, &sum, js, cs, who)
+			return
+		}
 		// Not past the ack wait: by then the server redelivers anyway.
 		actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
 		ackErr := m.DoubleAck(actx)
@@ -343,6 +363,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	jo := cg.JoinOptions{
 		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
 		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
+		Retry: o.Poison.policy(),
 	}
 	var msgHandler cg.Handler = handler
 	if o.Batch > 0 {
@@ -352,7 +373,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, msgHandler, jo)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
 	stopErr := m.Wait()
 	mu.Lock()
@@ -379,6 +400,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		if v := sum.Verify; v != nil {
 			fmt.Fprintf(ios.ErrOut, "[%s] verify: %d keys, %d distinct key/seq, %d duplicates, %d order violations, %d gaps (%d still missing), %d without headers\n",
 				who, v.Keys, v.Processed, v.Duplicates, v.Violations, v.Gaps, v.Missing, v.Unkeyed)
+		}
+		if line := poisonSummary(sum); line != "" {
+			fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
 		}
 	}
 	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {

@@ -63,6 +63,11 @@ func (o *ConsumeOptions) checkBatch(fs *pflag.FlagSet) error {
 	if fs.Changed("concurrency") && o.Concurrency > 1 {
 		return cmdutil.UsageErrorf("--batch and --concurrency %d cannot be combined: a batch is the member's next messages in order under one pin; use one of them (more members scale batches)", o.Concurrency)
 	}
+	for _, f := range []string{"max-deliver", "backoff", "on-poison", "dead-letter", "fail-subject"} {
+		if fs.Changed(f) {
+			return cmdutil.UsageErrorf("--batch and --%s cannot be combined yet: a batch is retried whole (a failing batch stops the member after its attempts); leave one of them out", f)
+		}
+	}
 	if fs.Changed("order") {
 		return cmdutil.UsageErrorf("--order works only with --concurrency, which --batch does not combine with: leave --order out (a batch keeps the member's stream order)")
 	}

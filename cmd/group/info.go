@@ -48,8 +48,9 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
+	poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
 	if o.F.JSON {
-		return render.JSON(ios.Out, groupInfoView(gi))
+		return render.JSON(ios.Out, withPoison(groupInfoView(gi), poison))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	elastic := gi.Backlog != nil
@@ -71,6 +72,9 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 		kv.Add("Sourcing lag", lag)
 	}
 	kv.Add("Lag", lagLine(cs, gi))
+	if hasPoison(poison) {
+		kv.Add("Poison", poisonLine(cs, poison))
+	}
 	if err := kv.Render(); err != nil {
 		return err
 	}
@@ -78,6 +82,9 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	headers := []string{"MEMBER", "PARTITIONS", "STATUS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "LAG", "OLDEST"}
 	if elastic {
 		headers = append(headers, "BACKLOG")
+	}
+	if hasPoison(poison) {
+		headers = append(headers, "DEAD-LETTERED", "PARKED")
 	}
 	t := render.NewTable(ios.Out, headers...)
 	for _, ms := range gi.Members {
@@ -93,12 +100,19 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 			}
 			row = append(row, strconv.FormatUint(sum, 10))
 		}
+		if hasPoison(poison) {
+			row = append(row, memberPoisonCells(cs, poison, ms.Member)...)
+		}
 		t.AddRow(row...)
 	}
 	if len(gi.Members) == 0 {
 		t.AddRow(cs.Yellow("(no members)"))
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	renderParked(ios.Out, cs, o.Kind, o.Stream, o.Group, poison, o.Now())
+	return nil
 }
 
 // infoFilters are the group's filters; an elastic group's in the

@@ -47,8 +47,11 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 		return wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
+	poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
 	if o.F.JSON {
-		return render.JSON(ios.Out, memberStatusView(ms))
+		v := memberStatusView(ms)
+		v.DeadLettered, v.Parked = memberPoisonFields(poison, ms.Member)
+		return render.JSON(ios.Out, v)
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	kv := render.NewKeyValues(ios.Out)
@@ -74,5 +77,8 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 		kv.Add("Lag", lag)
 	}
 	kv.Add("Last delivered", "stream seq "+strconv.FormatUint(ms.Delivered, 10))
+	if mp, ok := poison.Member(ms.Member); ok && (mp.DeadLettered > 0 || len(mp.Parked) > 0) {
+		kv.Add("Poison", fmt.Sprintf("%d dead-lettered, %d parked", mp.DeadLettered, len(mp.Parked)))
+	}
 	return kv.Render()
 }

@@ -31,6 +31,9 @@ type GroupInfoView struct {
 	LagMethod    string             `json:"lag_method,omitempty"`
 	LagError     string             `json:"lag_error,omitempty"`
 	SampledAt    time.Time          `json:"sampled_at,omitzero"`
+	// PoisonPartitions: partitions with dead-lettered or parked messages
+	// (consume's retry policy); absent when there are none.
+	PoisonPartitions []PartitionPoisonView `json:"poison_partitions,omitempty"`
 }
 
 // MemberStatusView is member-info --json, and one member in info --json.
@@ -54,6 +57,9 @@ type MemberStatusView struct {
 	AckFloorConsumerSeq  uint64    `json:"ack_floor_consumer_seq"`
 	Lag                  *LagView  `json:"lag,omitempty"`
 	Unusable             string    `json:"unusable,omitempty"`
+	// DeadLettered and Parked: the member's poison messages, when any.
+	DeadLettered uint64       `json:"dead_lettered,omitempty"`
+	Parked       []ParkedView `json:"parked,omitempty"`
 }
 
 // LagView is what a member or partition has not acked yet and how old the
@@ -164,6 +170,8 @@ type SnapshotView struct {
 	Partitions      []PartitionSampleView `json:"partitions"`
 	Events          []PinEventView        `json:"events"`
 	LagError        string                `json:"lag_error,omitempty"`
+	// PoisonPartitions: as in info --json.
+	PoisonPartitions []PartitionPoisonView `json:"poison_partitions,omitempty"`
 }
 
 // MemberSnapshotView is one member in a watch --json line.
@@ -178,6 +186,9 @@ type MemberSnapshotView struct {
 	PinnedSince time.Time `json:"pinned_since,omitzero"`
 	Lag         *LagView  `json:"lag,omitempty"`
 	AckRate     *float64  `json:"ack_rate,omitempty"`
+	// DeadLettered and Parked: as in info --json.
+	DeadLettered uint64       `json:"dead_lettered,omitempty"`
+	Parked       []ParkedView `json:"parked,omitempty"`
 }
 
 // PartitionSampleView is one partition in a watch --json line; the lag's

@@ -83,6 +83,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 	js := render.NewJSONStream(ios.Out)
 	tick := time.NewTicker(o.Interval)
 	defer tick.Stop()
+	poisonEvery := &poisonSampler{every: time.Second}
 	for n := 0; o.Count == 0 || n < o.Count; n++ {
 		if n > 0 {
 			select {
@@ -104,13 +105,15 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 			continue
 		}
 		snap := sampler.Add(gi)
+		poison := poisonEvery.read(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
 		switch {
 		case o.F.JSON:
-			err = encodeSnapshot(js, snap)
+			err = js.Encode(snapshotWithPoison(snapshotView(snap), poison))
 		case redraw:
 			var b strings.Builder
 			b.WriteString(clearScreen)
 			renderSnapshot(&b, cs, snap, o.Interval)
+			renderWatchPoison(&b, cs, o.Kind, o.Stream, o.Group, poison, snap.Time)
 			_, err = io.WriteString(ios.Out, b.String())
 		default:
 			var b strings.Builder
@@ -118,6 +121,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 				b.WriteString("\n")
 			}
 			renderSnapshot(&b, cs, snap, o.Interval)
+			renderWatchPoison(&b, cs, o.Kind, o.Stream, o.Group, poison, snap.Time)
 			_, err = io.WriteString(ios.Out, b.String())
 		}
 		if err != nil {

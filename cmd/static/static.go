@@ -29,5 +29,6 @@ func NewCmd(f *factory.Factory) *cobra.Command {
 	create.AddCommand(NewCmdCreateBalanced(f), NewCmdCreateMapped(f))
 	cmd.AddCommand(create)
 	group.AddCommands(cmd, f, cg.KindStatic)
+	cmd.AddCommand(group.NewCmdRelease(f, cg.KindStatic))
 	return cmd
 }

@@ -43,6 +43,9 @@ func Remedy(r *cg.Remedy, fallback string) string {
 		return fmt.Sprintf("delete the group ('cg elastic delete %s %s --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create", r.Stream, r.Group)
 	case cg.RemedyRepairWorkStreamSettings:
 		return fmt.Sprintf("re-run the group's create ('cg elastic create %s %s %d ...' with its filters and caps): it repairs them in place", r.Stream, r.Group, r.MaxMembers)
+	case cg.RemedyReleaseParked:
+		return fmt.Sprintf("fix what makes the handler fail, then retry the parked messages with 'cg %s release %s %s %s', or dead-letter them with 'cg %s release %s %s %s --skip'",
+			r.Kind, r.Stream, r.Group, r.Member, r.Kind, r.Stream, r.Group, r.Member)
 	case cg.RemedyUpgradeServer:
 		return fmt.Sprintf("upgrade the server to %d.%d or later; on %s, delete the group and create it again naming the wildcards to hash (elastic: --filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server",
 			cg.MinWholeSubjectPartition.Major, cg.MinWholeSubjectPartition.Minor, r.Server)

@@ -8,6 +8,7 @@ package cg_test
 
 import (
 	"context"
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"time"
@@ -24,15 +25,54 @@ func _() {
 	var _ func(members []string, n int) cg.Assignment = cg.BalancedAssignment
 	var _ func(members []string, n int) []string = cg.BalancedMembers
 	var _ func(p int, n int, m int) int = cg.BalancedOwner
+	var _ *cg.Batch
+	var _ uint64 = (*cg.Batch)(nil).Number
+	var _ []*cg.Msg = (*cg.Batch)(nil).Msgs
+	var _ int = (*cg.Batch)(nil).Attempt
+	var _ *cg.BatchEvent
+	var _ uint64 = (*cg.BatchEvent)(nil).Number
+	var _ int = (*cg.BatchEvent)(nil).Size
+	var _ uint64 = (*cg.BatchEvent)(nil).FirstSeq
+	var _ uint64 = (*cg.BatchEvent)(nil).LastSeq
+	var _ int = (*cg.BatchEvent)(nil).Attempt
+	var _ bool = (*cg.BatchEvent)(nil).Acked
+	var _ error = (*cg.BatchEvent)(nil).Err
+	var _ bool = (*cg.BatchEvent)(nil).Final
+	var _ *cg.BatchHandler
+	var _ *cg.BatchOptions
+	var _ int = (*cg.BatchOptions)(nil).Size
+	var _ time.Duration = (*cg.BatchOptions)(nil).Wait
+	var _ cg.BatchHandler = (*cg.BatchOptions)(nil).Handler
+	var _ int = (*cg.BatchOptions)(nil).MaxAttempts
+	var _ []time.Duration = (*cg.BatchOptions)(nil).Backoff
+	var _ bool = (*cg.BatchOptions)(nil).DoubleAck
+	var _ func(cg.BatchEvent) = (*cg.BatchOptions)(nil).OnBatch
+	var _ cg.EventCause = cg.CauseBatchFailed
+	var _ cg.EventCause = cg.CauseConfigChanged
+	var _ cg.EventCause = cg.CauseConfigInvalid
+	var _ cg.EventCause = cg.CauseConsumerGone
+	var _ cg.EventCause = cg.CauseDeadLettered
+	var _ cg.EventCause = cg.CauseFenced
+	var _ cg.EventCause = cg.CauseGroupDeleted
+	var _ cg.EventCause = cg.CauseOtherPinned
+	var _ cg.EventCause = cg.CauseParked
+	var _ cg.EventCause = cg.CausePinUnconfirmed
+	var _ cg.EventCause = cg.CausePoison
+	var _ cg.EventCause = cg.CauseReleased
+	var _ cg.EventCause = cg.CauseReleasedOnStop
+	var _ cg.EventCause = cg.CauseReleasedToRebalance
+	var _ cg.EventCause = cg.CauseStopRequested
+	var _ cg.EventCause = cg.CauseStreamGone
+	var _ cg.EventCause = cg.CauseWorkStreamGone
 	var _ *cg.ChangeOption
 	var _ func(stream string, group string, member string, cfg cg.ElasticConfig) error = cg.CheckJoinElastic
 	var _ func(stream string, group string, member string, cfg cg.StaticConfig) error = cg.CheckJoinStatic
 	var _ *cg.CheckReport
 	var _ string = (*cg.CheckReport)(nil).ServerVersion
-	var _ []cg.CheckedGroup = (*cg.CheckReport)(nil).Groups
-	var _ []cg.Finding = (*cg.CheckReport)(nil).Findings
-	var _ func(*cg.CheckReport, cg.Severity) int = (*cg.CheckReport).Count
-	var _ func(*cg.CheckReport) cg.Severity = (*cg.CheckReport).Status
+	var _ []health.CheckedGroup = (*cg.CheckReport)(nil).Groups
+	var _ []health.Finding = (*cg.CheckReport)(nil).Findings
+	var _ func(*cg.CheckReport, health.Severity) int = (*cg.CheckReport).Count
+	var _ func(*cg.CheckReport) health.Severity = (*cg.CheckReport).Status
 	var _ *cg.CheckScope
 	var _ string = (*cg.CheckScope)(nil).Stream
 	var _ string = (*cg.CheckScope)(nil).Group
@@ -42,13 +82,15 @@ func _() {
 	var _ string = (*cg.CheckedGroup)(nil).Kind
 	var _ string = (*cg.CheckedGroup)(nil).Stream
 	var _ string = (*cg.CheckedGroup)(nil).Group
-	var _ cg.Severity = (*cg.CheckedGroup)(nil).Status
+	var _ health.Severity = (*cg.CheckedGroup)(nil).Status
 	var _ *cg.Client
 	var _ func(*cg.Client, context.Context, string, string, []string, ...cg.ChangeOption) (cg.MembershipChange, error) = (*cg.Client).AddMembers
 	var _ func(*cg.Client, context.Context, cg.CheckScope) (cg.CheckReport, error) = (*cg.Client).Check
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string) (cg.GroupConfig, error) = (*cg.Client).Config
 	var _ func(*cg.Client) *nats.Conn = (*cg.Client).Conn
 	var _ func(*cg.Client, context.Context, string, string, cg.ElasticConfig) (cg.CreateElasticResult, error) = (*cg.Client).CreateElastic
 	var _ func(*cg.Client, context.Context, string, string, cg.StaticConfig) (cg.CreateStaticResult, error) = (*cg.Client).CreateStatic
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string) (cg.DeleteResult, error) = (*cg.Client).Delete
 	var _ func(*cg.Client, context.Context, string, string) (cg.DeleteResult, error) = (*cg.Client).DeleteElastic
 	var _ func(*cg.Client, context.Context, string, string, []string) (cg.MembershipChange, error) = (*cg.Client).DeleteMappings
 	var _ func(*cg.Client, context.Context, string, string) (cg.DeleteResult, error) = (*cg.Client).DeleteStatic
@@ -57,12 +99,19 @@ func _() {
 	var _ func(*cg.Client, context.Context, string, string) (cg.GroupInfo, error) = (*cg.Client).ElasticInfo
 	var _ func(*cg.Client, context.Context, string, string, string) (cg.MemberStatus, error) = (*cg.Client).ElasticMemberInfo
 	var _ func(*cg.Client, context.Context, string, string, string) (cg.StepDownResult, error) = (*cg.Client).ElasticStepDown
+	var _ func(*cg.Client, context.Context, int) error = (*cg.Client).EnsurePoisonBucket
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string) (cg.GroupInfo, error) = (*cg.Client).Info
 	var _ func(*cg.Client) jetstream.JetStream = (*cg.Client).JetStream
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string, string, cg.Handler, cg.JoinOptions) (*cg.Member, error) = (*cg.Client).Join
 	var _ func(*cg.Client, context.Context, string, string, string, cg.Handler, cg.JoinOptions) (*cg.Member, error) = (*cg.Client).JoinElastic
 	var _ func(*cg.Client, context.Context, string, string, string, cg.Handler, cg.JoinOptions) (*cg.Member, error) = (*cg.Client).JoinStatic
+	var _ func(*cg.Client, context.Context, cg.Kind, string) ([]string, error) = (*cg.Client).List
 	var _ func(*cg.Client, context.Context, string) ([]string, error) = (*cg.Client).ListElastic
 	var _ func(*cg.Client, context.Context, ...string) ([]cg.GroupRef, error) = (*cg.Client).ListGroups
 	var _ func(*cg.Client, context.Context, string) ([]string, error) = (*cg.Client).ListStatic
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string, string) (cg.MemberStatus, error) = (*cg.Client).MemberInfo
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string) (cg.PoisonReport, error) = (*cg.Client).Poison
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string, string, cg.ReleaseOptions) (cg.ReleaseResult, error) = (*cg.Client).Release
 	var _ func(*cg.Client, context.Context, cg.Kind, string, string, []string, cg.ResetTarget) (cg.ResetResult, error) = (*cg.Client).Reset
 	var _ func(*cg.Client, context.Context, cg.Kind, string, string, []string, cg.ResetTarget) (cg.ResetPlan, error) = (*cg.Client).ResetPlan
 	var _ func(*cg.Client) (cg.Version, error) = (*cg.Client).ServerVersion
@@ -72,6 +121,7 @@ func _() {
 	var _ func(*cg.Client, context.Context, string, string, string) (cg.MemberStatus, error) = (*cg.Client).StaticMemberInfo
 	var _ func(*cg.Client, context.Context, string) (cg.PartitioningFilter, int, error) = (*cg.Client).StaticPartitioning
 	var _ func(*cg.Client, context.Context, string, string, string) (cg.StepDownResult, error) = (*cg.Client).StaticStepDown
+	var _ func(*cg.Client, context.Context, cg.Kind, string, string, string) (cg.StepDownResult, error) = (*cg.Client).StepDown
 	var _ func(*cg.Client, string, func(cg.PinEvent)) (stop func(), err error) = (*cg.Client).WatchPins
 	var _ string = cg.CodeCheckFailed
 	var _ string = cg.CodeConfigInvalid
@@ -81,6 +131,7 @@ func _() {
 	var _ string = cg.CodeGroupMissing
 	var _ string = cg.CodeMemberNoInstance
 	var _ string = cg.CodeMemberUnusable
+	var _ string = cg.CodeParkedMessage
 	var _ string = cg.CodePartitionCeiling
 	var _ string = cg.CodePartitionUnowned
 	var _ string = cg.CodePartitionUnserved
@@ -106,7 +157,14 @@ func _() {
 	var _ cg.StaticConfig = (*cg.CreateStaticResult)(nil).Config
 	var _ bool = (*cg.CreateStaticResult)(nil).Created
 	var _ cg.PartitionTransform = (*cg.CreateStaticResult)(nil).Transform
+	var _ string = cg.DLReasonClassified
+	var _ string = cg.DLReasonMaxDeliver
+	var _ string = cg.DLReasonSkip
+	var _ string = cg.DLReasonTerm
 	var _ time.Duration = cg.DefaultAckWait
+	var _ []time.Duration = cg.DefaultBatchBackoff
+	var _ int = cg.DefaultBatchMaxAttempts
+	var _ time.Duration = cg.DefaultBatchWait
 	var _ func(si *jetstream.StreamInfo) ([]cg.PartitioningFilter, error) = cg.DefaultElasticFilters
 	var _ time.Duration = cg.DefaultInactiveThreshold
 	var _ int = cg.DefaultMaxAckPending
@@ -138,27 +196,37 @@ func _() {
 	var _ func(*cg.ElasticConfig) error = (*cg.ElasticConfig).ValidateStored
 	var _ func(n int, filter string, wildcards []int) string = cg.ElasticTransformDestination
 	var _ func(cfg cg.ElasticConfig) []jetstream.SubjectTransformConfig = cg.ElasticTransforms
+	var _ error = cg.ErrBatchAck
+	var _ error = cg.ErrBatchFailed
 	var _ error = cg.ErrConfigChanged
 	var _ error = cg.ErrConsumerConflict
 	var _ error = cg.ErrConsumerGone
 	var _ error = cg.ErrFenced
 	var _ error = cg.ErrGroupExists
 	var _ error = cg.ErrGroupNotFound
+	var _ error = cg.ErrInvalidBatch
 	var _ error = cg.ErrInvalidConfig
 	var _ error = cg.ErrMappedGroup
 	var _ error = cg.ErrMemberNotFound
 	var _ error = cg.ErrNameClash
 	var _ error = cg.ErrNoConsumer
+	var _ error = cg.ErrNoDeadLetter
 	var _ error = cg.ErrNoMatchingSubjects
+	var _ error = cg.ErrNoPoisonState
 	var _ error = cg.ErrNotMapped
 	var _ error = cg.ErrNotOwned
+	var _ error = cg.ErrNotParked
 	var _ error = cg.ErrNotPinned
+	var _ error = cg.ErrPermission
+	var _ error = cg.ErrPoison
 	var _ error = cg.ErrResetTarget
 	var _ error = cg.ErrResetUnsupported
 	var _ error = cg.ErrServerTooOld
 	var _ error = cg.ErrStreamNotFound
 	var _ error = cg.ErrStreamNotReady
 	var _ error = cg.ErrTooManyPartitions
+	var _ error = cg.ErrUnknownKind
+	var _ error = cg.ErrUnknownRole
 	var _ error = cg.ErrWorkStreamGone
 	var _ *cg.Event
 	var _ cg.EventKind = (*cg.Event)(nil).Kind
@@ -170,18 +238,21 @@ func _() {
 	var _ []int = (*cg.Event)(nil).Partitions
 	var _ string = (*cg.Event)(nil).PinID
 	var _ string = (*cg.Event)(nil).Reason
+	var _ cg.EventCause = (*cg.Event)(nil).Cause
 	var _ error = (*cg.Event)(nil).Err
+	var _ *cg.EventCause
 	var _ cg.EventKind = cg.EventFenced
 	var _ cg.EventKind = cg.EventJoined
 	var _ *cg.EventKind
 	var _ cg.EventKind = cg.EventPinLost
 	var _ cg.EventKind = cg.EventPinned
+	var _ cg.EventKind = cg.EventPoison
 	var _ cg.EventKind = cg.EventRebalanced
 	var _ cg.EventKind = cg.EventStopped
 	var _ cg.EventKind = cg.EventWaiting
 	var _ cg.EventKind = cg.EventWarning
 	var _ *cg.Finding
-	var _ cg.Severity = (*cg.Finding)(nil).Severity
+	var _ health.Severity = (*cg.Finding)(nil).Severity
 	var _ string = (*cg.Finding)(nil).Code
 	var _ string = (*cg.Finding)(nil).Kind
 	var _ string = (*cg.Finding)(nil).Stream
@@ -192,22 +263,24 @@ func _() {
 	var _ uint64 = (*cg.Finding)(nil).Pending
 	var _ string = (*cg.Finding)(nil).Message
 	var _ string = (*cg.Finding)(nil).Hint
+	var _ *health.Remedy = (*cg.Finding)(nil).Remedy
+	var _ error = (*cg.Finding)(nil).Cause
 	var _ func(mms []cg.MemberMapping) string = cg.FormatMappings
 	var _ *cg.GroupConfig
 	var _ *cg.GroupInfo
 	var _ string = (*cg.GroupInfo)(nil).Kind
 	var _ string = (*cg.GroupInfo)(nil).Stream
 	var _ string = (*cg.GroupInfo)(nil).Group
-	var _ cg.GroupConfig = (*cg.GroupInfo)(nil).Config
+	var _ health.GroupConfig = (*cg.GroupInfo)(nil).Config
 	var _ int = (*cg.GroupInfo)(nil).Partitions
 	var _ string = (*cg.GroupInfo)(nil).Mode
 	var _ []string = (*cg.GroupInfo)(nil).Filters
 	var _ []string = (*cg.GroupInfo)(nil).Owners
-	var _ []cg.MemberStatus = (*cg.GroupInfo)(nil).Members
+	var _ []health.MemberStatus = (*cg.GroupInfo)(nil).Members
 	var _ string = (*cg.GroupInfo)(nil).WorkStream
 	var _ []uint64 = (*cg.GroupInfo)(nil).Backlog
 	var _ *uint64 = (*cg.GroupInfo)(nil).SourcingLag
-	var _ []cg.PartitionLag = (*cg.GroupInfo)(nil).PartitionLag
+	var _ []health.PartitionLag = (*cg.GroupInfo)(nil).PartitionLag
 	var _ string = (*cg.GroupInfo)(nil).LagMethod
 	var _ string = (*cg.GroupInfo)(nil).LagError
 	var _ time.Time = (*cg.GroupInfo)(nil).SampledAt
@@ -215,8 +288,21 @@ func _() {
 	var _ string = (*cg.GroupRef)(nil).Kind
 	var _ string = (*cg.GroupRef)(nil).Stream
 	var _ string = (*cg.GroupRef)(nil).Group
+	var _ func(*cg.GroupRef) cg.Kind = (*cg.GroupRef).KindOf
 	var _ *cg.Handler
 	var _ func(key string) uint32 = cg.Hash
+	var _ string = cg.HeaderDLConsumedStream
+	var _ string = cg.HeaderDLDeliveries
+	var _ string = cg.HeaderDLError
+	var _ string = cg.HeaderDLGroup
+	var _ string = cg.HeaderDLKind
+	var _ string = cg.HeaderDLMember
+	var _ string = cg.HeaderDLPartition
+	var _ string = cg.HeaderDLReason
+	var _ string = cg.HeaderDLSequence
+	var _ string = cg.HeaderDLStream
+	var _ string = cg.HeaderDLSubject
+	var _ string = cg.HeaderDLTime
 	var _ *cg.JoinOptions
 	var _ time.Duration = (*cg.JoinOptions)(nil).AckWait
 	var _ int = (*cg.JoinOptions)(nil).MaxAckPending
@@ -225,7 +311,11 @@ func _() {
 	var _ time.Duration = (*cg.JoinOptions)(nil).InactiveThreshold
 	var _ time.Duration = (*cg.JoinOptions)(nil).LivenessInterval
 	var _ bool = (*cg.JoinOptions)(nil).ReferenceCompatible
+	var _ int = (*cg.JoinOptions)(nil).Concurrency
+	var _ cg.Order = (*cg.JoinOptions)(nil).Order
 	var _ func(cg.Event) = (*cg.JoinOptions)(nil).OnEvent
+	var _ *cg.BatchOptions = (*cg.JoinOptions)(nil).Batch
+	var _ *cg.RetryPolicy = (*cg.JoinOptions)(nil).Retry
 	var _ time.Duration = cg.KeepConsumer
 	var _ func(stream string, group string) string = cg.Key
 	var _ *cg.KeyLocation
@@ -235,6 +325,16 @@ func _() {
 	var _ int = (*cg.KeyLocation)(nil).Partition
 	var _ int = (*cg.KeyLocation)(nil).Partitions
 	var _ cg.PartitioningFilter = (*cg.KeyLocation)(nil).Filter
+	var _ *cg.Kind
+	var _ func(*cg.Kind) string = (*cg.Kind).Bucket
+	var _ func(*cg.Kind) bool = (*cg.Kind).CanChangeMembers
+	var _ func(*cg.Kind) bool = (*cg.Kind).HasWorkStream
+	var _ func(*cg.Kind) string = (*cg.Kind).String
+	var _ func(*cg.Kind) error = (*cg.Kind).Valid
+	var _ func(*cg.Kind, string, string) string = (*cg.Kind).WorkStream
+	var _ cg.Kind = cg.KindElastic
+	var _ cg.Kind = cg.KindStatic
+	var _ func() []cg.Kind = cg.Kinds
 	var _ *cg.Lag
 	var _ uint64 = (*cg.Lag)(nil).Pending
 	var _ uint64 = (*cg.Lag)(nil).OldestSeq
@@ -262,21 +362,27 @@ func _() {
 	var _ func(*cg.Member) []int = (*cg.Member).Partitions
 	var _ func(*cg.Member) string = (*cg.Member).PinID
 	var _ func(*cg.Member) = (*cg.Member).Stop
+	var _ func(*cg.Member) cg.EventCause = (*cg.Member).StopCause
 	var _ func(*cg.Member) error = (*cg.Member).Wait
 	var _ func(cc jetstream.ConsumerConfig, kind string, stream string, group string, member string, forms ...[]string) (owned bool, why string) = cg.MemberConsumerOwned
 	var _ *cg.MemberMapping
 	var _ string = (*cg.MemberMapping)(nil).Member
 	var _ []int = (*cg.MemberMapping)(nil).Partitions
+	var _ *cg.MemberPoison
+	var _ string = (*cg.MemberPoison)(nil).Member
+	var _ uint64 = (*cg.MemberPoison)(nil).DeadLettered
+	var _ []cg.ParkedMessage = (*cg.MemberPoison)(nil).Parked
+	var _ []cg.PartitionPoison = (*cg.MemberPoison)(nil).Partitions
 	var _ *cg.MemberSnapshot
 	var _ string = (*cg.MemberSnapshot)(nil).Member
 	var _ []int = (*cg.MemberSnapshot)(nil).Partitions
-	var _ cg.PartitionStatus = (*cg.MemberSnapshot)(nil).Status
+	var _ health.PartitionStatus = (*cg.MemberSnapshot)(nil).Status
 	var _ bool = (*cg.MemberSnapshot)(nil).Live
 	var _ int = (*cg.MemberSnapshot)(nil).Instances
 	var _ int = (*cg.MemberSnapshot)(nil).Standbys
 	var _ string = (*cg.MemberSnapshot)(nil).PinID
 	var _ time.Time = (*cg.MemberSnapshot)(nil).PinnedSince
-	var _ *cg.Lag = (*cg.MemberSnapshot)(nil).Lag
+	var _ *health.Lag = (*cg.MemberSnapshot)(nil).Lag
 	var _ *float64 = (*cg.MemberSnapshot)(nil).AckRate
 	var _ *cg.MemberStatus
 	var _ string = (*cg.MemberStatus)(nil).Member
@@ -296,7 +402,7 @@ func _() {
 	var _ []string = (*cg.MemberStatus)(nil).Filters
 	var _ uint64 = (*cg.MemberStatus)(nil).DeliveredConsumerSeq
 	var _ uint64 = (*cg.MemberStatus)(nil).AckFloorConsumerSeq
-	var _ *cg.Lag = (*cg.MemberStatus)(nil).Lag
+	var _ *health.Lag = (*cg.MemberStatus)(nil).Lag
 	var _ string = (*cg.MemberStatus)(nil).Unusable
 	var _ *cg.MembershipChange
 	var _ string = (*cg.MembershipChange)(nil).Stream
@@ -327,6 +433,7 @@ func _() {
 	var _ func(*cg.Msg) error = (*cg.Msg).Ack
 	var _ func(*cg.Msg) []byte = (*cg.Msg).Data
 	var _ func(*cg.Msg, context.Context) error = (*cg.Msg).DoubleAck
+	var _ func(*cg.Msg, error) = (*cg.Msg).Fail
 	var _ func(*cg.Msg) nats.Header = (*cg.Msg).Headers
 	var _ func(*cg.Msg) error = (*cg.Msg).InProgress
 	var _ func(*cg.Msg) (*jetstream.MsgMetadata, error) = (*cg.Msg).Metadata
@@ -334,6 +441,7 @@ func _() {
 	var _ func(*cg.Msg, time.Duration) error = (*cg.Msg).NakWithDelay
 	var _ func(*cg.Msg) int = (*cg.Msg).Partition
 	var _ func(*cg.Msg) string = (*cg.Msg).PinID
+	var _ func(*cg.Msg, error) error = (*cg.Msg).Poison
 	var _ func(*cg.Msg) jetstream.Msg = (*cg.Msg).Raw
 	var _ func(*cg.Msg) string = (*cg.Msg).Reply
 	var _ func(*cg.Msg) string = (*cg.Msg).Subject
@@ -342,10 +450,32 @@ func _() {
 	var _ func(js jetstream.JetStream) *cg.Client = cg.New
 	var _ func(nc *nats.Conn, domain string) (*cg.Client, error) = cg.NewFromConn
 	var _ func() *cg.Sampler = cg.NewSampler
+	var _ *cg.Order
+	var _ cg.Order = cg.OrderKey
+	var _ cg.Order = cg.OrderNone
+	var _ cg.Order = cg.OrderPartition
 	var _ func(tokens []string) (split []string, ok bool) = cg.OtherSplit
+	var _ *cg.ParkedMessage
+	var _ string = (*cg.ParkedMessage)(nil).Member
+	var _ string = (*cg.ParkedMessage)(nil).Stream
+	var _ uint64 = (*cg.ParkedMessage)(nil).Sequence
+	var _ string = (*cg.ParkedMessage)(nil).Subject
+	var _ int = (*cg.ParkedMessage)(nil).Partition
+	var _ string = (*cg.ParkedMessage)(nil).Key
+	var _ uint64 = (*cg.ParkedMessage)(nil).Deliveries
+	var _ string = (*cg.ParkedMessage)(nil).Error
+	var _ string = (*cg.ParkedMessage)(nil).Reason
+	var _ string = (*cg.ParkedMessage)(nil).DeadLetter
+	var _ time.Time = (*cg.ParkedMessage)(nil).ParkedAt
+	var _ string = (*cg.ParkedMessage)(nil).Release
+	var _ func(s string) (cg.Kind, error) = cg.ParseKind
 	var _ func(s string) (cg.MemberMapping, error) = cg.ParseMapping
+	var _ func(s string) (cg.Order, error) = cg.ParseOrder
 	var _ func(source string, destination string) (cg.PartitionTransform, bool, error) = cg.ParsePartitionTransform
 	var _ func(s string) (cg.PartitioningFilter, error) = cg.ParsePartitioningFilter
+	var _ func(msg string) (*cg.PermissionError, bool) = cg.ParsePermissionViolation
+	var _ func(s string) (cg.PoisonAction, error) = cg.ParsePoisonAction
+	var _ func(s string) (cg.Role, error) = cg.ParseRole
 	var _ func(s string) (cg.Version, error) = cg.ParseVersion
 	var _ func(partitions []int, filters []string) []string = cg.PartitionFilters
 	var _ func(subject string, filter string, wildcards []int) (string, error) = cg.PartitionKey
@@ -358,10 +488,14 @@ func _() {
 	var _ func(*cg.PartitionLag) time.Duration = (*cg.PartitionLag).Age
 	var _ func(key string, n int) int = cg.PartitionOfKey
 	var _ func(subject string, filter string, n int, wildcards []int) (int, error) = cg.PartitionOfSubject
+	var _ *cg.PartitionPoison
+	var _ int = (*cg.PartitionPoison)(nil).Partition
+	var _ uint64 = (*cg.PartitionPoison)(nil).DeadLettered
+	var _ int = (*cg.PartitionPoison)(nil).Parked
 	var _ *cg.PartitionSnapshot
 	var _ int = (*cg.PartitionSnapshot)(nil).Partition
 	var _ string = (*cg.PartitionSnapshot)(nil).Owner
-	var _ cg.PartitionStatus = (*cg.PartitionSnapshot)(nil).Status
+	var _ health.PartitionStatus = (*cg.PartitionSnapshot)(nil).Status
 	var _ string = (*cg.PartitionSnapshot)(nil).Reason
 	var _ bool = (*cg.PartitionSnapshot)(nil).Known
 	var _ *float64 = (*cg.PartitionSnapshot)(nil).Rate
@@ -377,6 +511,35 @@ func _() {
 	var _ string = (*cg.PartitioningFilter)(nil).Filter
 	var _ []int = (*cg.PartitioningFilter)(nil).PartitioningWildcards
 	var _ func(*cg.PartitioningFilter) string = (*cg.PartitioningFilter).String
+	var _ *cg.PermissionEntry
+	var _ string = (*cg.PermissionEntry)(nil).Subject
+	var _ string = (*cg.PermissionEntry)(nil).Why
+	var _ *cg.PermissionError
+	var _ bool = (*cg.PermissionError)(nil).Publish
+	var _ string = (*cg.PermissionError)(nil).Subject
+	var _ string = (*cg.PermissionError)(nil).Server
+	var _ func(*cg.PermissionError) string = (*cg.PermissionError).Error
+	var _ func(*cg.PermissionError) error = (*cg.PermissionError).Unwrap
+	var _ *cg.PermissionOptions
+	var _ cg.Role = (*cg.PermissionOptions)(nil).Role
+	var _ []string = (*cg.PermissionOptions)(nil).Members
+	var _ string = (*cg.PermissionOptions)(nil).DeadLetter
+	var _ string = (*cg.PermissionOptions)(nil).InboxPrefix
+	var _ string = (*cg.PermissionOptions)(nil).Domain
+	var _ *cg.PermissionSet
+	var _ cg.Kind = (*cg.PermissionSet)(nil).Kind
+	var _ string = (*cg.PermissionSet)(nil).Stream
+	var _ string = (*cg.PermissionSet)(nil).Group
+	var _ cg.Role = (*cg.PermissionSet)(nil).Role
+	var _ []string = (*cg.PermissionSet)(nil).Members
+	var _ []cg.PermissionEntry = (*cg.PermissionSet)(nil).Publish
+	var _ []cg.PermissionEntry = (*cg.PermissionSet)(nil).Subscribe
+	var _ bool = (*cg.PermissionSet)(nil).Responses
+	var _ string = (*cg.PermissionSet)(nil).ResponsesWhy
+	var _ []string = (*cg.PermissionSet)(nil).Notes
+	var _ func(*cg.PermissionSet) []string = (*cg.PermissionSet).PublishSubjects
+	var _ func(*cg.PermissionSet) []string = (*cg.PermissionSet).SubscribeSubjects
+	var _ func(k cg.Kind, stream string, group string, o cg.PermissionOptions) (cg.PermissionSet, error) = cg.Permissions
 	var _ *cg.PinEvent
 	var _ time.Time = (*cg.PinEvent)(nil).Time
 	var _ string = (*cg.PinEvent)(nil).Event
@@ -384,12 +547,88 @@ func _() {
 	var _ string = (*cg.PinEvent)(nil).Consumer
 	var _ string = (*cg.PinEvent)(nil).PinID
 	var _ string = (*cg.PinEvent)(nil).Reason
+	var _ *cg.PoisonAction
+	var _ func(*cg.PoisonAction) string = (*cg.PoisonAction).String
+	var _ string = cg.PoisonBucket
+	var _ cg.PoisonAction = cg.PoisonDeadLetter
+	var _ cg.PoisonAction = cg.PoisonDefault
+	var _ *cg.PoisonError
+	var _ string = (*cg.PoisonError)(nil).Stream
+	var _ string = (*cg.PoisonError)(nil).Consumed
+	var _ uint64 = (*cg.PoisonError)(nil).Sequence
+	var _ string = (*cg.PoisonError)(nil).Subject
+	var _ int = (*cg.PoisonError)(nil).Partition
+	var _ uint64 = (*cg.PoisonError)(nil).Deliveries
+	var _ string = (*cg.PoisonError)(nil).Reason
+	var _ error = (*cg.PoisonError)(nil).Err
+	var _ func(*cg.PoisonError) string = (*cg.PoisonError).Error
+	var _ func(*cg.PoisonError) []error = (*cg.PoisonError).Unwrap
+	var _ func(kind cg.Kind, stream string, group string, member string) string = cg.PoisonKeyPrefix
+	var _ cg.PoisonAction = cg.PoisonPark
+	var _ *cg.PoisonReport
+	var _ cg.Kind = (*cg.PoisonReport)(nil).Kind
+	var _ string = (*cg.PoisonReport)(nil).Stream
+	var _ string = (*cg.PoisonReport)(nil).Group
+	var _ []cg.MemberPoison = (*cg.PoisonReport)(nil).Members
+	var _ func(*cg.PoisonReport, string) (cg.MemberPoison, bool) = (*cg.PoisonReport).Member
+	var _ func(*cg.PoisonReport) (deadLettered uint64, parked int) = (*cg.PoisonReport).Totals
+	var _ cg.PoisonAction = cg.PoisonStop
 	var _ *cg.Position
 	var _ uint64 = (*cg.Position)(nil).AckFloor
 	var _ time.Time = (*cg.Position)(nil).Saved
 	var _ string = cg.PositionsBucket
 	var _ string = cg.PriorityGroup
 	var _ func(ps []int) string = cg.Ranges
+	var _ *cg.ReleaseOptions
+	var _ uint64 = (*cg.ReleaseOptions)(nil).Seq
+	var _ bool = (*cg.ReleaseOptions)(nil).Skip
+	var _ *cg.ReleaseResult
+	var _ cg.Kind = (*cg.ReleaseResult)(nil).Kind
+	var _ string = (*cg.ReleaseResult)(nil).Stream
+	var _ string = (*cg.ReleaseResult)(nil).Group
+	var _ string = (*cg.ReleaseResult)(nil).Member
+	var _ bool = (*cg.ReleaseResult)(nil).Skip
+	var _ []cg.ParkedMessage = (*cg.ReleaseResult)(nil).Released
+	var _ *cg.Remedy
+	var _ health.RemedyCode = (*cg.Remedy)(nil).Code
+	var _ string = (*cg.Remedy)(nil).Kind
+	var _ string = (*cg.Remedy)(nil).Stream
+	var _ string = (*cg.Remedy)(nil).Group
+	var _ string = (*cg.Remedy)(nil).Member
+	var _ int = (*cg.Remedy)(nil).MaxMembers
+	var _ string = (*cg.Remedy)(nil).Server
+	var _ string = (*cg.Remedy)(nil).Lead
+	var _ string = (*cg.Remedy)(nil).Tail
+	var _ string = (*cg.Remedy)(nil).Op
+	var _ []string = (*cg.Remedy)(nil).Filters
+	var _ health.RemedyCode = cg.RemedyAddMembers
+	var _ *cg.RemedyCode
+	var _ health.RemedyCode = cg.RemedyDeleteAndCreate
+	var _ health.RemedyCode = cg.RemedyDeleteGroup
+	var _ *cg.RemedyError
+	var _ error = (*cg.RemedyError)(nil).Err
+	var _ string = (*cg.RemedyError)(nil).Fix
+	var _ health.Remedy = (*cg.RemedyError)(nil).Remedy
+	var _ func(*cg.RemedyError) string = (*cg.RemedyError).Error
+	var _ func(*cg.RemedyError) error = (*cg.RemedyError).Unwrap
+	var _ health.RemedyCode = cg.RemedyListGroups
+	var _ health.RemedyCode = cg.RemedyMinimalOrDeleteMappings
+	var _ health.RemedyCode = cg.RemedyRebuildWorkStream
+	var _ health.RemedyCode = cg.RemedyRecreateElastic
+	var _ health.RemedyCode = cg.RemedyRecreateInvalidConfig
+	var _ health.RemedyCode = cg.RemedyRecreateStreamAndGroup
+	var _ health.RemedyCode = cg.RemedyRecreateStreamOrDelete
+	var _ cg.RemedyCode = cg.RemedyReleaseParked
+	var _ health.RemedyCode = cg.RemedyRemakeWorkStream
+	var _ health.RemedyCode = cg.RemedyRepairWorkStreamJoin
+	var _ health.RemedyCode = cg.RemedyRepairWorkStreamSettings
+	var _ health.RemedyCode = cg.RemedyRepairWorkStreamSources
+	var _ health.RemedyCode = cg.RemedyRestartMember
+	var _ health.RemedyCode = cg.RemedyStartMember
+	var _ health.RemedyCode = cg.RemedyStaticNoMembers
+	var _ health.RemedyCode = cg.RemedyStreamTransformExample
+	var _ health.RemedyCode = cg.RemedyUpgradeServer
+	var _ health.RemedyCode = cg.RemedyWorkStreamNotOwned
 	var _ *cg.ResetMemberPlan
 	var _ string = (*cg.ResetMemberPlan)(nil).Member
 	var _ string = (*cg.ResetMemberPlan)(nil).Consumer
@@ -420,15 +659,28 @@ func _() {
 	var _ time.Time = (*cg.ResetTarget)(nil).Time
 	var _ time.Duration = (*cg.ResetTarget)(nil).Ago
 	var _ func(*cg.ResetTarget) string = (*cg.ResetTarget).String
+	var _ *cg.RetryPolicy
+	var _ int = (*cg.RetryPolicy)(nil).MaxDeliver
+	var _ []time.Duration = (*cg.RetryPolicy)(nil).Backoff
+	var _ cg.PoisonAction = (*cg.RetryPolicy)(nil).OnPoison
+	var _ string = (*cg.RetryPolicy)(nil).DeadLetter
+	var _ func(m *cg.Msg, err error) bool = (*cg.RetryPolicy)(nil).Classify
+	var _ func(*cg.RetryPolicy) error = (*cg.RetryPolicy).Validate
+	var _ *cg.Role
+	var _ cg.Role = cg.RoleMember
+	var _ cg.Role = cg.RoleOperator
+	var _ cg.Role = cg.RoleViewer
+	var _ func() []cg.Role = cg.Roles
+	var _ func(k cg.Kind, stream string, group string, member string, subject string, publish bool, o cg.PermissionOptions) []cg.Role = cg.RolesAllowing
 	var _ *cg.Sampler
-	var _ func(*cg.Sampler, cg.GroupInfo) cg.Snapshot = (*cg.Sampler).Add
-	var _ func(*cg.Sampler, cg.PinEvent) = (*cg.Sampler).AddPin
+	var _ func(*cg.Sampler, health.GroupInfo) health.Snapshot = (*cg.Sampler).Add
+	var _ func(*cg.Sampler, health.PinEvent) = (*cg.Sampler).AddPin
 	var _ *cg.Severity
-	var _ func(*cg.Severity, cg.Severity) cg.Severity = (*cg.Severity).Worse
-	var _ cg.Severity = cg.SeverityCritical
-	var _ cg.Severity = cg.SeverityOK
-	var _ cg.Severity = cg.SeverityUnknown
-	var _ cg.Severity = cg.SeverityWarning
+	var _ func(*cg.Severity, health.Severity) health.Severity = (*cg.Severity).Worse
+	var _ health.Severity = cg.SeverityCritical
+	var _ health.Severity = cg.SeverityOK
+	var _ health.Severity = cg.SeverityUnknown
+	var _ health.Severity = cg.SeverityWarning
 	var _ *cg.Snapshot
 	var _ int = (*cg.Snapshot)(nil).Seq
 	var _ time.Time = (*cg.Snapshot)(nil).Time
@@ -438,10 +690,10 @@ func _() {
 	var _ float64 = (*cg.Snapshot)(nil).IntervalSeconds
 	var _ uint64 = (*cg.Snapshot)(nil).Pending
 	var _ *float64 = (*cg.Snapshot)(nil).AckRate
-	var _ map[cg.PartitionStatus]int = (*cg.Snapshot)(nil).Statuses
-	var _ []cg.MemberSnapshot = (*cg.Snapshot)(nil).Members
-	var _ []cg.PartitionSnapshot = (*cg.Snapshot)(nil).Partitions
-	var _ []cg.PinEvent = (*cg.Snapshot)(nil).Events
+	var _ map[health.PartitionStatus]int = (*cg.Snapshot)(nil).Statuses
+	var _ []health.MemberSnapshot = (*cg.Snapshot)(nil).Members
+	var _ []health.PartitionSnapshot = (*cg.Snapshot)(nil).Partitions
+	var _ []health.PinEvent = (*cg.Snapshot)(nil).Events
 	var _ string = (*cg.Snapshot)(nil).LagError
 	var _ string = cg.StaticBucket
 	var _ *cg.StaticConfig
@@ -461,11 +713,11 @@ func _() {
 	var _ func(*cg.StaticConfig) error = (*cg.StaticConfig).Validate
 	var _ func(*cg.StaticConfig) error = (*cg.StaticConfig).ValidateStored
 	var _ func(group string, member string) string = cg.StaticConsumerName
-	var _ cg.PartitionStatus = cg.StatusLagging
-	var _ cg.PartitionStatus = cg.StatusOK
-	var _ cg.PartitionStatus = cg.StatusStalled
-	var _ cg.PartitionStatus = cg.StatusUnknown
-	var _ cg.PartitionStatus = cg.StatusUnowned
+	var _ health.PartitionStatus = cg.StatusLagging
+	var _ health.PartitionStatus = cg.StatusOK
+	var _ health.PartitionStatus = cg.StatusStalled
+	var _ health.PartitionStatus = cg.StatusUnknown
+	var _ health.PartitionStatus = cg.StatusUnowned
 	var _ int = cg.StatusWindow
 	var _ *cg.StepDownResult
 	var _ string = (*cg.StepDownResult)(nil).Member
@@ -475,6 +727,7 @@ func _() {
 	var _ string = (*cg.StepDownResult)(nil).Why
 	var _ func(si *jetstream.StreamInfo) (cg.PartitionTransform, error) = cg.StreamPartitioning
 	var _ func(subject string) (string, int) = cg.StripPartition
+	var _ func(pattern string, subject string) bool = cg.SubjectMatches
 	var _ func(f string) error = cg.ValidateFilter
 	var _ func(kind string, name string) error = cg.ValidateName
 	var _ func(group string) error = cg.ValidateStoredGroupName
@@ -491,78 +744,4 @@ func _() {
 	var _ func(*cg.Version) string = (*cg.Version).String
 	var _ func(stream string, group string) string = cg.WorkStreamName
 	var _ func(si *jetstream.StreamInfo, stream string, group string, cfg *cg.ElasticConfig) (owned bool, why string) = cg.WorkStreamOwned
-	var _ error = cg.ErrPermission
-	var _ error = cg.ErrUnknownRole
-	var _ func(msg string) (*cg.PermissionError, bool) = cg.ParsePermissionViolation
-	var _ func(s string) (cg.Role, error) = cg.ParseRole
-	var _ *cg.PermissionEntry
-	var _ string = (*cg.PermissionEntry)(nil).Subject
-	var _ string = (*cg.PermissionEntry)(nil).Why
-	var _ *cg.PermissionError
-	var _ bool = (*cg.PermissionError)(nil).Publish
-	var _ string = (*cg.PermissionError)(nil).Subject
-	var _ string = (*cg.PermissionError)(nil).Server
-	var _ func(*cg.PermissionError) string = (*cg.PermissionError).Error
-	var _ func(*cg.PermissionError) error = (*cg.PermissionError).Unwrap
-	var _ *cg.PermissionOptions
-	var _ cg.Role = (*cg.PermissionOptions)(nil).Role
-	var _ []string = (*cg.PermissionOptions)(nil).Members
-	var _ string = (*cg.PermissionOptions)(nil).DeadLetter
-	var _ string = (*cg.PermissionOptions)(nil).InboxPrefix
-	var _ string = (*cg.PermissionOptions)(nil).Domain
-	var _ *cg.PermissionSet
-	var _ cg.Kind = (*cg.PermissionSet)(nil).Kind
-	var _ string = (*cg.PermissionSet)(nil).Stream
-	var _ string = (*cg.PermissionSet)(nil).Group
-	var _ cg.Role = (*cg.PermissionSet)(nil).Role
-	var _ []string = (*cg.PermissionSet)(nil).Members
-	var _ []cg.PermissionEntry = (*cg.PermissionSet)(nil).Publish
-	var _ []cg.PermissionEntry = (*cg.PermissionSet)(nil).Subscribe
-	var _ bool = (*cg.PermissionSet)(nil).Responses
-	var _ string = (*cg.PermissionSet)(nil).ResponsesWhy
-	var _ []string = (*cg.PermissionSet)(nil).Notes
-	var _ func(*cg.PermissionSet) []string = (*cg.PermissionSet).PublishSubjects
-	var _ func(*cg.PermissionSet) []string = (*cg.PermissionSet).SubscribeSubjects
-	var _ func(k cg.Kind, stream string, group string, o cg.PermissionOptions) (cg.PermissionSet, error) = cg.Permissions
-	var _ *cg.Role
-	var _ cg.Role = cg.RoleMember
-	var _ cg.Role = cg.RoleOperator
-	var _ cg.Role = cg.RoleViewer
-	var _ func() []cg.Role = cg.Roles
-	var _ func(k cg.Kind, stream string, group string, member string, subject string, publish bool, o cg.PermissionOptions) []cg.Role = cg.RolesAllowing
-	var _ func(pattern string, subject string) bool = cg.SubjectMatches
-}
-
-// Issue 12 (ordered batches), appended by hand from scripts/apigen's output.
-func _() {
-	var _ *cg.Batch
-	var _ uint64 = (*cg.Batch)(nil).Number
-	var _ []*cg.Msg = (*cg.Batch)(nil).Msgs
-	var _ int = (*cg.Batch)(nil).Attempt
-	var _ *cg.BatchEvent
-	var _ uint64 = (*cg.BatchEvent)(nil).Number
-	var _ int = (*cg.BatchEvent)(nil).Size
-	var _ uint64 = (*cg.BatchEvent)(nil).FirstSeq
-	var _ uint64 = (*cg.BatchEvent)(nil).LastSeq
-	var _ int = (*cg.BatchEvent)(nil).Attempt
-	var _ bool = (*cg.BatchEvent)(nil).Acked
-	var _ error = (*cg.BatchEvent)(nil).Err
-	var _ bool = (*cg.BatchEvent)(nil).Final
-	var _ *cg.BatchHandler
-	var _ *cg.BatchOptions
-	var _ int = (*cg.BatchOptions)(nil).Size
-	var _ time.Duration = (*cg.BatchOptions)(nil).Wait
-	var _ cg.BatchHandler = (*cg.BatchOptions)(nil).Handler
-	var _ int = (*cg.BatchOptions)(nil).MaxAttempts
-	var _ []time.Duration = (*cg.BatchOptions)(nil).Backoff
-	var _ bool = (*cg.BatchOptions)(nil).DoubleAck
-	var _ func(cg.BatchEvent) = (*cg.BatchOptions)(nil).OnBatch
-	var _ cg.EventCause = cg.CauseBatchFailed
-	var _ []time.Duration = cg.DefaultBatchBackoff
-	var _ int = cg.DefaultBatchMaxAttempts
-	var _ time.Duration = cg.DefaultBatchWait
-	var _ error = cg.ErrBatchAck
-	var _ error = cg.ErrBatchFailed
-	var _ error = cg.ErrInvalidBatch
-	var _ *cg.BatchOptions = (*cg.JoinOptions)(nil).Batch
 }

@@ -51,6 +51,19 @@ const (
 	// could not ask the server: it acks nothing under it until the server
 	// confirms it.
 	CausePinUnconfirmed EventCause = "pin_unconfirmed"
+
+	// Poison messages (JoinOptions.Retry).
+
+	// CausePoison: the instance stopped on a poison message under
+	// PoisonStop (EventStopped; Err is a *PoisonError naming it).
+	CausePoison EventCause = "poison"
+	// CauseDeadLettered: a poison message was dead-lettered (EventPoison).
+	CauseDeadLettered EventCause = "dead_lettered"
+	// CauseParked: a poison message was parked, its key held (EventPoison).
+	CauseParked EventCause = "parked"
+	// CauseReleased: a parked message was released and handled or skipped
+	// (EventPoison).
+	CauseReleased EventCause = "released"
 )
 
 // stopReasons are the words Event.Reason has carried for each stop cause.
@@ -62,6 +75,7 @@ var stopReasons = map[EventCause]string{
 	CauseStreamGone:     "stream deleted",
 	CauseConsumerGone:   "member consumer deleted",
 	CauseWorkStreamGone: "work stream deleted",
+	CausePoison:         "stopped on a poison message",
 }
 
 // stopCauseOf is the cause of a stop named by its reason (the words the

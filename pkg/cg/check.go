@@ -91,6 +91,7 @@ func (c *Client) Check(ctx context.Context, scope CheckScope) (CheckReport, erro
 		} else {
 			fs = r.checkElastic(ctx, t)
 		}
+		fs = append(fs, r.poisonFindings(ctx, t)...)
 		g := CheckedGroup{Kind: t.kind, Stream: t.stream, Group: t.group, Status: SeverityOK}
 		for i := range fs {
 			fs[i].Kind, fs[i].Stream, fs[i].Group = t.kind, t.stream, t.group

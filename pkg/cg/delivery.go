@@ -150,6 +150,10 @@ func (s bindingSink) admit(raw *nats.Msg) bool {
 
 func (s bindingSink) handle(raw *nats.Msg) {
 	m := s.m
+	if m.poison != nil {
+		m.poison.handle(s, raw) // under a retry policy (poison.go)
+		return
+	}
 	subject, p := StripPartition(raw.Subject)
 	m.handler(m.ctx, &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
 }

@@ -123,6 +123,9 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	if err != nil {
 		return res, err
 	}
+	if err := c.EnsurePoisonBucket(ctx, si.Config.Replicas); err != nil {
+		return res, err
+	}
 	kv, err := c.bucketFor(ctx, ElasticBucket, si.Config.Replicas)
 	if err == nil {
 		_, err = kv.Create(ctx, Key(stream, group), raw)
@@ -164,6 +167,9 @@ func (c *Client) existingElastic(ctx context.Context, si *jetstream.StreamInfo, 
 	}
 	res.Config = existing
 	res.Transforms = ElasticTransforms(existing)
+	if err := c.EnsurePoisonBucket(ctx, si.Config.Replicas); err != nil {
+		return res, err
+	}
 	// Make sure the work stream is there too (it may have been lost) and
 	// repair what drifted.
 	var remade bool
@@ -300,6 +306,7 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
+	c.deletePoison(ctx, KindElastic, stream, group)
 	ws := WorkStreamName(stream, group)
 	s, err := c.js.Stream(ctx, ws)
 	switch {

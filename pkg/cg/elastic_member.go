@@ -44,6 +44,9 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	if err != nil {
 		return nil, err
 	}
+	if err := m.setupPoison(ctx); err != nil {
+		return nil, err
+	}
 	if err := CheckJoinElastic(stream, group, member, cfg); err != nil {
 		return nil, err
 	}

@@ -480,6 +480,14 @@ func (s *laneStage) work() {
 				s.open[lm.seq] = struct{}{}
 				if s.hold && lm.seq != 0 {
 					k.held, k.heldTill = lm.seq, time.Now().Add(s.holdFor)
+					if h, ok := s.sink.(interface {
+						holdUntil(*nats.Msg) (time.Time, bool)
+					}); ok {
+						// A retry policy's backoff, or a parked message (poison.go).
+						if t, ok := h.holdUntil(lm.raw); ok {
+							k.heldTill = t.Add(s.holdFor)
+						}
+					}
 				}
 			}
 		}

@@ -41,6 +41,9 @@ const (
 	EventFenced EventKind = "fenced"
 	// EventStopped: the instance stopped; Err is nil for a clean stop.
 	EventStopped EventKind = "stopped"
+	// EventPoison: a poison message was dead-lettered, parked or released
+	// (JoinOptions.Retry); Cause says which, Reason names the message.
+	EventPoison EventKind = "poison"
 )
 
 // Event is one change reported to JoinOptions.OnEvent.
@@ -142,6 +145,10 @@ type JoinOptions struct {
 	// (batch.go) instead of one at a time; the per-message handler given
 	// to the join must then be nil. Not combined with Concurrency above 1.
 	Batch *BatchOptions
+	// Retry, when set, bounds the retries of a failing message and says
+	// what to do with it then: dead-letter, park or stop (poison_api.go).
+	// Nil keeps today's behaviour: redelivered after every ack wait.
+	Retry *RetryPolicy
 
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).
@@ -149,6 +156,9 @@ type JoinOptions struct {
 	// hashLanes (benchmarks) folds keys onto Concurrency fixed lanes by
 	// hash instead of one queue per key, to measure the alternative.
 	hashLanes bool
+	// afterDeadLetter (tests) runs between a dead letter's PubAck and the
+	// original's ack; true skips the ack, as a crash there would.
+	afterDeadLetter func(seq uint64) bool
 }
 
 func (o JoinOptions) withDefaults() (JoinOptions, error) {
@@ -206,6 +216,7 @@ type Msg struct {
 	subject   string
 	partition int
 	pinID     string
+	out       *msgOutcome // under a retry policy: what the handler asked for
 }
 
 // Subject is the message subject without the leading partition token.
@@ -263,6 +274,9 @@ type Member struct {
 	keyOf func(subject string) (string, bool)
 	// batchNo numbers this instance's batches (batch.go).
 	batchNo atomic.Uint64
+
+	// poison handles failing messages under JoinOptions.Retry (poison.go).
+	poison *poisonState
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -300,6 +314,12 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 	if err != nil {
 		return opts, err
 	}
+	if err := opts.Retry.Validate(); err != nil {
+		return opts, err
+	}
+	if opts.Retry != nil && opts.Batch != nil {
+		return opts, fmt.Errorf("%w: a retry policy and batch delivery cannot be combined yet (a failing batch is retried whole, then the member stops): use one of them", ErrInvalidBatch)
+	}
 	v, err := m.c.ServerVersion()
 	if err != nil {
 		return opts, err
@@ -329,6 +349,9 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	m.opts = opts
 	cfg, _, err := c.getStatic(ctx, stream, group)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.setupPoison(ctx); err != nil {
 		return nil, err
 	}
 	if !cfg.IsMember(member) {

@@ -53,6 +53,9 @@ type jsMsg struct {
 	nc    *nats.Conn
 	mem   *Member  // refuses acks once the instance is fenced
 	acked *seqRing // records what was acked, to recognise redeliveries
+	// out, under a retry policy, records naks and terms instead of
+	// sending them: the policy settles the message (poison.go).
+	out *msgOutcome
 }
 
 // note records an ack (or an attempt that may have reached the server).
@@ -71,7 +74,13 @@ func (j jsMsg) Data() []byte         { return j.m.Data }
 func (j jsMsg) Headers() nats.Header { return j.m.Header }
 func (j jsMsg) Subject() string      { return j.m.Subject }
 func (j jsMsg) Reply() string        { return j.m.Reply }
-func (j jsMsg) Nak() error           { return j.m.Nak() }
+func (j jsMsg) Nak() error {
+	if j.out != nil {
+		j.out.set(outNak, 0, false)
+		return nil
+	}
+	return j.m.Nak()
+}
 
 // stale refuses to settle a message delivered under a pin this instance
 // can no longer be sure of: the new pinned instance owns it now.
@@ -104,9 +113,17 @@ func (j jsMsg) Term() error {
 	if err := j.stale(); err != nil {
 		return err
 	}
+	if j.out != nil {
+		j.out.set(outTerm, 0, false)
+		return nil
+	}
 	return j.m.Term()
 }
 func (j jsMsg) NakWithDelay(d time.Duration) error {
+	if j.out != nil {
+		j.out.set(outNak, d, true)
+		return nil
+	}
 	return j.m.NakWithDelay(d)
 }
 
@@ -142,6 +159,11 @@ func (j jsMsg) TermWithReason(reason string) error {
 	}
 	if j.m.Reply == "" {
 		return nats.ErrMsgNoReply
+	}
+	if j.out != nil {
+		j.out.setErr(errors.New(reason))
+		j.out.set(outTerm, 0, false)
+		return nil
 	}
 	return j.nc.Publish(j.m.Reply, []byte("+TERM "+reason))
 }

@@ -112,6 +112,9 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err != nil {
 		return res, err
 	}
+	if err := c.EnsurePoisonBucket(ctx, si.Config.Replicas); err != nil {
+		return res, err
+	}
 	if rev, err := kv.Create(ctx, Key(stream, group), raw); err == nil {
 		if err := c.settleStaticClash(ctx, kv, stream, group, cfg, rev); err != nil {
 			return res, err
@@ -344,6 +347,7 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 	if err := kv.Delete(ctx, Key(stream, group), jetstream.LastRevision(e.Revision())); err != nil {
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
+	c.deletePoison(ctx, KindStatic, stream, group)
 	if s == nil {
 		return res, nil
 	}

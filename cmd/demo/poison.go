@@ -1,0 +1,478 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cg-dev/cg/cmd/group"
+	cgserver "github.com/cg-dev/cg/cmd/server"
+	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/internal/traffic"
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// Poison is the walkthrough of a poison message: one message whose handler
+// always fails, dead-lettered after a bounded number of deliveries while
+// the rest of the traffic flows.
+const Poison = "poison"
+
+// The poison walkthrough's names: orders.<customer>.<event>, the customer
+// hashed; the handler fails every refund (--fail-subject).
+const (
+	poisonSubjects   = "orders.*.*"
+	poisonTransform  = "{{partition(10,1)}}.orders.{{wildcard(1)}}.{{wildcard(2)}}"
+	poisonPattern    = "orders.{key}.created"
+	poisonFail       = "orders.*.refund"
+	deadLetterStream = "DEAD"
+	deadLetterSubj   = "dlq.orders"
+	poisonMaxDeliver = 3
+	poisonConcurrent = 4
+)
+
+// poisonBackoff is the walkthrough's retry schedule: short, to stay inside
+// a minute.
+var poisonBackoff = []time.Duration{200 * time.Millisecond, 400 * time.Millisecond}
+
+// PoisonVerdict is `cg demo poison`'s result, counted from what the
+// handlers saw and what the dead-letter stream holds.
+type PoisonVerdict struct {
+	OK        bool   `json:"ok"`
+	Reason    string `json:"reason,omitempty"`
+	Server    string `json:"server"`
+	Keys      int    `json:"keys"`
+	Published uint64 `json:"published"`
+	Processed uint64 `json:"processed"`
+	Handled   uint64 `json:"handled"`
+	// PoisonKey, PoisonSubject and PoisonSeq name the one poison message.
+	PoisonKey     string `json:"poison_key"`
+	PoisonSubject string `json:"poison_subject"`
+	PoisonSeq     uint64 `json:"poison_seq"`
+	// Failures are the handler's failed deliveries of it (MaxDeliver).
+	Failures   int   `json:"failures"`
+	MaxDeliver int   `json:"max_deliver"`
+	Deliveries []int `json:"deliveries"`
+	// DeadLettered is how many messages the dead-letter stream holds;
+	// Headers are the Cg- headers of the first.
+	DeadLettered uint64            `json:"dead_lettered"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	HeadersOK    bool              `json:"headers_ok"`
+	// KeyAfter is how many of the poison key's later messages were
+	// handled, and EarlyAfter how many of them before the dead letter was
+	// in its stream (0: order honest).
+	KeyAfter   uint64 `json:"key_after"`
+	EarlyAfter uint64 `json:"early_after"`
+	// OthersDuringRetries: messages of other keys handled between the
+	// poison message's first delivery and its dead letter: the rest flowed.
+	OthersDuringRetries uint64            `json:"others_during_retries"`
+	Duplicates          uint64            `json:"duplicates"`
+	OrderViolations     uint64            `json:"order_violations"`
+	Lost                uint64            `json:"lost"`
+	ByInstance          map[string]uint64 `json:"by_instance"`
+	ElapsedSeconds      float64           `json:"elapsed_seconds"`
+}
+
+// poisonWalk is one run of the poison walkthrough.
+type poisonWalk struct {
+	*demo
+	dead      jetstream.Stream
+	poisonKey string
+	poisonSeq atomic.Uint64
+	// dlSeen: the dead letter is in its stream (checked by the handlers
+	// of the poison key's later messages until it is).
+	dlSeen atomic.Bool
+
+	mu         sync.Mutex
+	deliveries []int
+	firstFail  time.Time
+	keyAfter   uint64
+	earlyAfter uint64
+	during     uint64
+}
+
+// poisonRun is `cg demo poison`.
+func poisonRun(ctx context.Context, o *Options) error {
+	limit := o.Limit
+	if limit <= 0 {
+		limit = overallLimit
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	d := &demo{
+		o: o, out: o.IO.ErrOut, cs: render.NewColorScheme(o.IO.ColorEnabled()), start: time.Now(),
+		keys:     traffic.Keys("k", o.Keys),
+		verifier: traffic.NewVerifier(traffic.VerifierOptions{}), clock: newClock(), served: newServed(),
+	}
+	w := &poisonWalk{demo: d, poisonKey: d.keys[len(d.keys)/2]}
+	v, err := w.run(ctx)
+	if err != nil {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Errorf("demo did not finish within %v: %w", limit, err)
+		case ctx.Err() != nil:
+			return errors.New("demo interrupted before its verdict")
+		}
+		return err
+	}
+	if o.JSON {
+		if err := render.JSON(o.IO.Out, v); err != nil {
+			return err
+		}
+	} else if err := w.printVerdict(v); err != nil {
+		return err
+	}
+	if !v.OK {
+		return fmt.Errorf("verdict: %s", v.Reason)
+	}
+	return nil
+}
+
+func (w *poisonWalk) run(ctx context.Context) (PoisonVerdict, error) {
+	d, o := w.demo, w.o
+	v := PoisonVerdict{Keys: o.Keys, PoisonKey: w.poisonKey, MaxDeliver: poisonMaxDeliver}
+
+	srv, err := cgserver.StartEmbedded(cgserver.Options{Host: "127.0.0.1", Port: o.Port})
+	if err != nil {
+		return v, err
+	}
+	defer srv.Shutdown()
+	d.url = srv.ClientURL()
+	v.Server = d.url
+	d.step("Started a NATS server with JetStream at "+d.url,
+		"In process, loopback only, with a temporary store that is removed at the end.")
+	adminNC, err := nats.Connect(d.url, nats.Name("cg-demo-admin"))
+	if err != nil {
+		return v, fmt.Errorf("connect to the demo server: %w", err)
+	}
+	defer adminNC.Close()
+	if d.admin, err = cg.NewFromConn(adminNC, ""); err != nil {
+		return v, err
+	}
+	js := d.admin.JetStream()
+	defer d.teardown()
+	if err := w.setup(ctx); err != nil {
+		return v, err
+	}
+
+	// Traffic on every key, stamped for counting; the poison message
+	// comes a third of the way in, on a key that has orders before and
+	// after it.
+	pub, err := traffic.NewPublisher(js, traffic.Options{Subject: poisonPattern, Keys: d.keys, Rate: o.Rate, Duration: o.Phase})
+	if err != nil {
+		return v, err
+	}
+	type pubDone struct {
+		res traffic.Result
+		err error
+	}
+	pubCh := make(chan pubDone, 1)
+	go func() {
+		r, err := pub.Run(ctx)
+		pubCh <- pubDone{r, err}
+	}()
+	d.step(fmt.Sprintf("Publishing to %s over %d keys at %s for %v", poisonPattern, o.Keys, traffic.FormatRate(o.Rate), o.Phase),
+		"Each message carries Cg-Key and Cg-Key-Seq, so the handlers' view can be counted.")
+	if err := sleepCtx(ctx, o.Phase/3); err != nil {
+		return v, err
+	}
+	v.PoisonSubject = "orders." + w.poisonKey + ".refund"
+	ack, err := js.Publish(ctx, v.PoisonSubject, []byte(`{"refund":"poison"}`))
+	if err != nil {
+		return v, fmt.Errorf("publish the poison message: %w", err)
+	}
+	w.poisonSeq.Store(ack.Sequence)
+	v.PoisonSeq = ack.Sequence
+	d.step(fmt.Sprintf("Published one poison message: %s (stream seq %d)", v.PoisonSubject, ack.Sequence),
+		"Its handler fails every delivery. After "+strconv.Itoa(poisonMaxDeliver)+" deliveries it is dead-lettered to "+deadLetterSubj+";",
+		"until then its key's later orders wait behind it, and every other key goes on.")
+
+	pr := <-pubCh
+	if pr.err != nil {
+		return v, fmt.Errorf("publishing: %w", pr.err)
+	}
+	lost := func() uint64 { return d.verifier.Lost(pr.res.PerKey) }
+	deadCount := func() uint64 {
+		si, err := w.dead.Info(ctx)
+		if err != nil {
+			return 0
+		}
+		return si.State.Msgs
+	}
+	d.step(fmt.Sprintf("Stopped traffic after %d messages; waiting for every one to be handled and the dead letter to land (at most %v)", pr.res.Published, drainLimit))
+	drainAt := time.Now()
+	if poll(ctx, min(drainLimit, time.Until(deadlineOf(ctx))), func() bool { return lost() == 0 && deadCount() >= 1 }) {
+		d.logf("all %d handled, dead letter in %s (%v after the last publish)", pr.res.Published, deadLetterStream, time.Since(drainAt).Round(time.Millisecond))
+	} else {
+		d.logf("%s", d.cs.Red(fmt.Sprintf("%d messages unhandled, %d dead letters after %v", lost(), deadCount(), time.Since(drainAt).Round(time.Millisecond))))
+	}
+
+	v.DeadLettered = deadCount()
+	if v.DeadLettered > 0 {
+		raw, err := w.dead.GetMsg(ctx, 1)
+		if err == nil {
+			v.Headers = map[string]string{}
+			for k := range raw.Header {
+				if strings.HasPrefix(k, "Cg-") || k == "Nats-Msg-Id" {
+					v.Headers[k] = raw.Header.Get(k)
+				}
+			}
+			h := raw.Header
+			v.HeadersOK = h.Get(cg.HeaderDLStream) == streamName && h.Get(cg.HeaderDLSequence) == strconv.FormatUint(v.PoisonSeq, 10) &&
+				h.Get(cg.HeaderDLSubject) == v.PoisonSubject && h.Get(cg.HeaderDLGroup) == groupName &&
+				h.Get(cg.HeaderDLDeliveries) == strconv.Itoa(poisonMaxDeliver) && h.Get(cg.HeaderDLMember) != ""
+		}
+	}
+	st := d.verifier.Stats()
+	w.mu.Lock()
+	v.Failures = len(w.deliveries)
+	v.Deliveries = append([]int(nil), w.deliveries...)
+	v.KeyAfter, v.EarlyAfter, v.OthersDuringRetries = w.keyAfter, w.earlyAfter, w.during
+	w.mu.Unlock()
+	v.Published = pr.res.Published
+	v.Processed, v.Handled, v.Duplicates, v.OrderViolations = st.Processed, st.Handled, st.Duplicates, st.Violations
+	v.Lost = lost()
+	v.ByInstance = st.ByWho
+	v.ElapsedSeconds = time.Since(d.start).Seconds()
+
+	var why []string
+	if v.DeadLettered != 1 {
+		why = append(why, fmt.Sprintf("%d dead letters, want 1", v.DeadLettered))
+	} else if !v.HeadersOK {
+		why = append(why, fmt.Sprintf("the dead letter's headers do not name the poison message: %v", v.Headers))
+	}
+	if v.Failures != poisonMaxDeliver {
+		why = append(why, fmt.Sprintf("the poison message was delivered %d times, want %d", v.Failures, poisonMaxDeliver))
+	}
+	if v.KeyAfter == 0 {
+		why = append(why, "none of the poison key's later messages was handled: order after the poison message went unchecked")
+	}
+	if v.OthersDuringRetries == 0 {
+		why = append(why, "no other key was handled while the poison message was retried")
+	}
+	if v.EarlyAfter > 0 {
+		why = append(why, fmt.Sprintf("%d of the poison key's later messages handled before it was dead-lettered", v.EarlyAfter))
+	}
+	if v.OrderViolations > 0 {
+		why = append(why, fmt.Sprintf("%d per-key order violations", v.OrderViolations))
+	}
+	if v.Lost > 0 {
+		why = append(why, fmt.Sprintf("%d of %d published messages never handled", v.Lost, v.Published))
+	}
+	v.OK = len(why) == 0
+	v.Reason = strings.Join(why, ", ")
+	return v, nil
+}
+
+func (w *poisonWalk) setup(ctx context.Context) error {
+	d := w.demo
+	js := d.admin.JetStream()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: streamName, Subjects: []string{poisonSubjects},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: poisonSubjects, Destination: poisonTransform},
+	}); err != nil {
+		return fmt.Errorf("create stream %s: %w", streamName, err)
+	}
+	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, poisonSubjects, poisonTransform),
+		"The customer (token 1) picks the partition: a customer's created orders and refunds share one.")
+	var err error
+	if w.dead, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: deadLetterStream, Subjects: []string{deadLetterSubj}}); err != nil {
+		return fmt.Errorf("create stream %s: %w", deadLetterStream, err)
+	}
+	d.step(fmt.Sprintf("Created stream %s capturing %s: where dead letters go", deadLetterStream, deadLetterSubj),
+		"(nats stream add "+deadLetterStream+" --subjects "+deadLetterSubj+")")
+	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
+		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1", "m2"},
+	})
+	if err != nil {
+		return fmt.Errorf("create group: %w", err)
+	}
+	a := res.Config.Assignment()
+	d.step(fmt.Sprintf("Created static group %s: %s owns %s, %s owns %s", groupName,
+		d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
+		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
+	backoff := make([]string, len(poisonBackoff))
+	for i, b := range poisonBackoff {
+		backoff[i] = b.String()
+	}
+	d.step("Starting m1 and m2, each failing every refund",
+		fmt.Sprintf("Each runs %d handler calls at once (one per customer at a time) and a retry policy: at most %d", poisonConcurrent, poisonMaxDeliver),
+		fmt.Sprintf("deliveries, %s apart, then the message is published to %s with Cg- headers and acked.", strings.Join(backoff, " then "), deadLetterSubj),
+		fmt.Sprintf("(cg static consume ORDERS fulfillment m1 --concurrency %d --fail-subject '%s' --max-deliver %d --backoff %s --dead-letter %s)",
+			poisonConcurrent, poisonFail, poisonMaxDeliver, strings.Join(backoff, ","), deadLetterSubj))
+	for _, m := range []string{"m1", "m2"} {
+		if err := w.startInstance(ctx, m, m+"/a"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startInstance joins member with the walkthrough's retry policy.
+func (w *poisonWalk) startInstance(ctx context.Context, member, name string) error {
+	d := w.demo
+	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+name))
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", name, err)
+	}
+	c, err := cg.NewFromConn(nc, "")
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	inst := &instance{name: name, member: member, nc: nc}
+	d.instances = append(d.instances, inst)
+	onEvent := d.onEvent(inst)
+	inst.m, err = c.JoinStatic(context.WithoutCancel(ctx), streamName, groupName, member, w.handler(inst), cg.JoinOptions{
+		AckWait: d.o.AckWait, Concurrency: poisonConcurrent,
+		OnEvent: func(e cg.Event) {
+			if e.Kind == cg.EventPoison {
+				w.onPoisonEvent(inst, e)
+				return
+			}
+			onEvent(e)
+		},
+		Retry: &cg.RetryPolicy{
+			MaxDeliver: poisonMaxDeliver, Backoff: poisonBackoff,
+			OnPoison: cg.PoisonDeadLetter, DeadLetter: deadLetterSubj,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	return nil
+}
+
+// handler fails every refund and handles the rest as the other
+// walkthroughs do, counting what happens around the poison message.
+func (w *poisonWalk) handler(inst *instance) cg.Handler {
+	d := w.demo
+	sleep := d.o.Sleep
+	return func(ctx context.Context, m *cg.Msg) {
+		md, mdErr := m.Metadata()
+		if server.SubjectMatchesFilter(m.Subject(), poisonFail) {
+			w.mu.Lock()
+			if w.firstFail.IsZero() {
+				w.firstFail = time.Now()
+			}
+			n := 0
+			if mdErr == nil {
+				n = int(md.NumDelivered)
+			}
+			w.deliveries = append(w.deliveries, n)
+			w.mu.Unlock()
+			d.logf("  fail   %s %s: delivery %d failed (matches %s)", d.inst(inst.name), m.Subject(), n, poisonFail)
+			m.Fail(errors.New("refunds are not implemented"))
+			_ = m.Nak()
+			return
+		}
+		if sleep > 0 {
+			time.Sleep(sleep)
+		}
+		key, seq, _ := traffic.KeyOf(m.Headers())
+		var streamSeq uint64
+		if mdErr == nil {
+			streamSeq = md.Sequence.Stream
+		}
+		w.observe(key, streamSeq)
+		d.verifier.Observe(key, seq, streamSeq, inst.name)
+		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = m.DoubleAck(actx)
+	}
+}
+
+// observe counts a handled message against the poison message: a later
+// message of its key handled before the dead letter is in its stream
+// breaks order; other keys handled meanwhile show the traffic flowing.
+func (w *poisonWalk) observe(key string, streamSeq uint64) {
+	pseq := w.poisonSeq.Load()
+	w.mu.Lock()
+	retrying := !w.firstFail.IsZero()
+	w.mu.Unlock()
+	if key != w.poisonKey {
+		if retrying && !w.dlSeen.Load() {
+			w.mu.Lock()
+			w.during++
+			w.mu.Unlock()
+		}
+		return
+	}
+	if pseq == 0 || streamSeq < pseq {
+		return
+	}
+	if !w.dlSeen.Load() {
+		// Look, not trust: the dead letter must be in its stream by now.
+		if si, err := w.dead.Info(context.Background()); err == nil && si.State.Msgs > 0 {
+			w.dlSeen.Store(true)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.keyAfter++
+	if !w.dlSeen.Load() {
+		w.earlyAfter++
+	}
+}
+
+// onPoisonEvent narrates the engine's poison events. It does not mark the
+// dead letter seen: observe looks in the stream itself.
+func (w *poisonWalk) onPoisonEvent(inst *instance, e cg.Event) {
+	if e.Kind != cg.EventPoison {
+		return
+	}
+	w.logf("  poison %s %s", w.inst(inst.name), w.cs.Yellow(e.Reason))
+}
+
+func (w *poisonWalk) printVerdict(v PoisonVerdict) error {
+	d := w.demo
+	out := d.o.IO.Out
+	head := d.cs.Green("VERDICT: PASS")
+	if !v.OK {
+		head = d.cs.Red("VERDICT: FAIL: " + v.Reason)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, d.cs.Bold(head))
+	kv := render.NewKeyValues(out)
+	kv.Addf("  published", "%d (over %d keys), plus the poison message", v.Published, v.Keys)
+	kv.Addf("  processed", "%d distinct key/seq (%d handler calls)", v.Processed, v.Handled)
+	kv.Addf("  poison message", "%s, stream seq %d, key %s", v.PoisonSubject, v.PoisonSeq, v.PoisonKey)
+	kv.Addf("  failed deliveries", "%d of at most %d", v.Failures, v.MaxDeliver)
+	kv.Addf("  dead-lettered", "%d (headers %s)", v.DeadLettered, headerText(v))
+	kv.Addf("  key after poison", "%d handled, %d before the dead letter", v.KeyAfter, v.EarlyAfter)
+	kv.Addf("  other keys meanwhile", "%d handled during the retries", v.OthersDuringRetries)
+	kv.Addf("  duplicates", "%d", v.Duplicates)
+	kv.Addf("  order violations", "%d", v.OrderViolations)
+	kv.Addf("  lost", "%d", v.Lost)
+	kv.Addf("  elapsed", "%.1fs", v.ElapsedSeconds)
+	return kv.Render()
+}
+
+func headerText(v PoisonVerdict) string {
+	if len(v.Headers) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(v.Headers))
+	for k := range v.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + v.Headers[k]
+	}
+	ok := "ok"
+	if !v.HeadersOK {
+		ok = "WRONG"
+	}
+	return ok + ": " + strings.Join(parts, " ")
+}
