@@ -497,3 +497,47 @@ func TestPermissionsInboxPrefix(t *testing.T) {
 	e.ok("admin", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2")
 	e.failover("w1", "static", "ORDERS", "g", "m1", e.staticSettled("ORDERS", "g-m1"))
 }
+
+// TestPermissionsPoisonAndReset proves the entries the poison and reset
+// features add: a member holding exactly --role member --dead-letter
+// dead-letters a poison message and reads its own park state; a viewer
+// sees the count; an operator releases and resets the group; a member
+// without the dead-letter entry is refused naming it.
+func TestPermissionsPoisonAndReset(t *testing.T) {
+	member := permsJSON(t, "static", "permissions", "ORDERS", "g", "--member", "m1", "--dead-letter", "dlq.orders")
+	e := startAuth(t, map[string]*server.Permissions{
+		"w1":   member,
+		"op":   permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "operator", "--member", "m1"),
+		"view": permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "viewer", "--member", "m1"),
+		"less": without(member, "dlq.orders"),
+	})
+	e.partitioned(1)
+	if _, err := e.admin.CreateStream(context.Background(), jetstream.StreamConfig{Name: "DEAD", Subjects: []string{"dlq.orders"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "1", "m1")
+	e.publish(0, 6) // orders.k0 .. orders.k5; k3 always fails
+	poison := []string{"static", "consume", "ORDERS", "g", "m1", "--sleep", "0s", "--max-deliver", "2", "--dead-letter", "dlq.orders", "--fail-subject", "orders.k3"}
+
+	r := e.refused("less", append(poison, "--count", "5")...)
+	errorSays(t, "a member without the dead-letter entry", r.Err, "publish to dlq.orders")
+
+	// The refused run acked k0..k2 before it came to the dead letter.
+	e.ok("w1", append(poison, "--count", "2")...)
+	dead, err := e.admin.Stream(context.Background(), "DEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dead.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("%d dead letters, want 1", n)
+	}
+	r = e.ok("view", "--json", "static", "info", "ORDERS", "g")
+	if !strings.Contains(r.Out, `"dead_lettered": 1`) {
+		t.Fatalf("viewer's info shows no dead letter:\n%s", r.Out)
+	}
+	e.ok("op", "static", "release", "ORDERS", "g", "m1")
+	e.ok("op", "static", "reset", "ORDERS", "g", "--to-start", "--force")
+	e.ok("op", "static", "reset", "ORDERS", "g", "--to-seq", "2", "--dry-run")
+	e.refused("view", "static", "reset", "ORDERS", "g", "--to-start", "--force")
+	e.refused("w1", "static", "reset", "ORDERS", "g", "--to-start", "--force")
+}

@@ -255,33 +255,15 @@ func (p permCtx) member(m string) {
 		p.b.set.Notes = append(p.b.set.Notes, "an elastic member may delete any consumer of its own group's work stream "+ws+
 			": a rebalance removes the consumers of members dropped from the group, which names cannot single out")
 	}
-	pp := poisonPrefix(p.k, p.stream, p.group, m)
-	p.b.pub(api+".STREAM.INFO.KV_"+poisonBucket, "with a retry policy: open the bucket "+poisonBucket+" of parked messages and poison counters")
-	p.b.pub(api+".DIRECT.GET.KV_"+poisonBucket+".$KV."+poisonBucket+"."+pp+".>", "with a retry policy: read this member's park state and counters, its own keys only")
-	p.kvWatch(poisonBucket, pp+".>", "this member's park state and release requests")
-	p.kvWrite(poisonBucket, pp+".>", "this member's park state and counters, its own keys only")
+	pp := PoisonKeyPrefix(p.k, p.stream, p.group, m)
+	p.b.pub(api+".STREAM.INFO.KV_"+PoisonBucket, "with a retry policy: open the bucket "+PoisonBucket+" of parked messages and poison counters")
+	p.b.pub(api+".DIRECT.GET.KV_"+PoisonBucket+".$KV."+PoisonBucket+"."+pp+".>", "with a retry policy: read this member's park state and counters, its own keys only")
+	p.kvWatch(PoisonBucket, pp+".>", "this member's park state and release requests")
+	p.kvWrite(PoisonBucket, pp+".>", "this member's park state and counters, its own keys only")
 	if p.o.DeadLetter != "" {
 		p.b.pub(p.o.DeadLetter, "publish messages that failed too often (dead letters)")
+		p.b.pub(api+".STREAM.NAMES", "with a dead-letter subject: check at join that a stream captures it")
 	}
-}
-
-// poisonBucket is the KV bucket of parked messages and poison counters
-// (issue 13's layout: keys under <kind>.<stream>.<group>.<member>).
-const poisonBucket = "cg-poison"
-
-// poisonPrefix is the key prefix of a member's poison state: the member
-// name with every byte outside [A-Za-z0-9_-] written =XX.
-func poisonPrefix(k Kind, stream, group, member string) string {
-	var b strings.Builder
-	for i := 0; i < len(member); i++ {
-		c := member[i]
-		if c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "=%02X", c)
-		}
-	}
-	return string(k) + "." + stream + "." + group + "." + b.String()
 }
 
 // consumers are the subjects' last tokens for the group's member
@@ -328,9 +310,9 @@ func (p permCtx) viewer() {
 		}
 	}
 	gp := string(p.k) + "." + p.stream + "." + p.group
-	p.b.pub(api+".STREAM.INFO.KV_"+poisonBucket, "info, watch, check: open the bucket "+poisonBucket+" of parked messages and counters")
-	p.b.pub(api+".DIRECT.GET.KV_"+poisonBucket+".$KV."+poisonBucket+"."+gp+".>", "info: read the group's park state and counters")
-	p.kvWatch(poisonBucket, gp+".>", "the group's parked messages and counters")
+	p.b.pub(api+".STREAM.INFO.KV_"+PoisonBucket, "info, watch, check: open the bucket "+PoisonBucket+" of parked messages and counters")
+	p.b.pub(api+".DIRECT.GET.KV_"+PoisonBucket+".$KV."+PoisonBucket+"."+gp+".>", "info: read the group's park state and counters")
+	p.kvWatch(PoisonBucket, gp+".>", "the group's parked messages and counters")
 	cons, narrow := p.consumers()
 	for _, c := range cons {
 		p.b.pub(api+".CONSUMER.INFO."+ws+"."+c, "info, watch, check: each member consumer's state, pin and ack floor")
@@ -357,8 +339,16 @@ func (p permCtx) operator() {
 		p.b.pub(api+".CONSUMER.PAUSE."+ws+"."+c, "reset: pause and resume the members' consumers around a reset")
 		p.b.pub(api+".CONSUMER.RESET."+ws+"."+c, "reset: move a member consumer to another position")
 	}
-	p.b.pub(api+".STREAM.CREATE.KV_"+poisonBucket, "create: make the bucket "+poisonBucket+" of parked messages and poison counters")
-	p.kvWrite(poisonBucket, string(p.k)+"."+p.stream+"."+p.group+".>", "release parked messages; remove the group's park state and counters on delete")
+	if p.k == KindStatic {
+		p.b.pub(api+".CONSUMER.CREATE."+p.stream+".>", "reset: a short-lived counting consumer for the plan (ack none, in memory, removed by the server 2 s after; never deleted by cg, so no right to delete consumers is needed)")
+		p.b.pub(api+".STREAM.MSG.GET."+p.stream, "reset: find the first message stored at or after a time")
+		p.b.set.Notes = append(p.b.set.Notes, "reset's plan counts messages with a short-lived consumer of its own on "+p.stream+
+			": consumer create on that stream is not narrowed to the group's names (a create cannot delete anything)")
+	} else {
+		p.b.pub(api+".STREAM.PURGE."+ws, "reset to the end: purge the members' partitions from the group's own work stream")
+	}
+	p.b.pub(api+".STREAM.CREATE.KV_"+PoisonBucket, "create: make the bucket "+PoisonBucket+" of parked messages and poison counters")
+	p.kvWrite(PoisonBucket, string(p.k)+"."+p.stream+"."+p.group+".>", "release parked messages; remove the group's park state and counters on delete")
 	if p.k == KindStatic {
 		p.b.pub(api+".STREAM.CREATE.KV_"+PositionsBucket, "create: make the bucket "+PositionsBucket+" where members save their positions")
 		p.b.pub(api+".STREAM.INFO.KV_"+PositionsBucket, "create, delete: open the positions bucket")
