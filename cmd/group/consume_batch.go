@@ -37,7 +37,7 @@ type BatchLine struct {
 
 // batchFlags binds --batch, --batch-wait and --fail-every.
 func (o *ConsumeOptions) batchFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Batch, "batch", 0, "hand messages to the handler in ordered batches of up to N (all under one pin, acked together after the batch succeeded, a failed batch retried whole and in order); 0: one at a time. Max ack pending defaults to N")
+	fs.IntVar(&o.Batch, "batch", 0, "hand messages to the handler in ordered batches of up to N (all under one pin, acked together after the batch succeeded, a failed batch retried whole and in order); 0: one at a time. Max ack pending defaults to 4×N")
 	cmdutil.DurationVar(fs, &o.BatchWait, "batch-wait", 0, "100ms", "with --batch, how long to gather after a batch's first message before handing over fewer than N (0: 100ms)")
 	fs.IntVar(&o.FailEvery, "fail-every", 0, "with --batch, fail the first attempt of every K-th batch, to watch it retried in order (a failing sink, for demos); 0: never")
 }
@@ -73,10 +73,10 @@ func (o *ConsumeOptions) checkBatch(fs *pflag.FlagSet) error {
 	}
 	if fs.Changed("max-ack-pending") {
 		if o.MaxAckPending < o.Batch {
-			return cmdutil.UsageErrorf("--max-ack-pending %d is below --batch %d: batches could never fill; raise it to %d or more, or leave it out (it then defaults to %d)", o.MaxAckPending, o.Batch, o.Batch, o.Batch)
+			return cmdutil.UsageErrorf("--max-ack-pending %d is below --batch %d: batches could never fill; raise it to %d or more, or leave it out (it then defaults to %d)", o.MaxAckPending, o.Batch, o.Batch, 4*o.Batch)
 		}
 	} else {
-		o.MaxAckPending = 0 // cg picks the batch size
+		o.MaxAckPending = 0 // cg picks 4 × the batch size
 	}
 	return nil
 }

@@ -59,8 +59,11 @@ import (
 // the group more members (partitions are the unit of parallelism).
 //
 // Max ack pending: a consumer cg creates for a batch instance gets max ack
-// pending Size unless MaxAckPending is given, which must then be at least
-// Size; an existing member consumer with a lower one is refused
+// pending 4×Size unless MaxAckPending is given, which must then be at least
+// Size (with just Size the server delivers the next batch only once the
+// previous batch's acks are in, a round trip per batch; what is pulled
+// behind the batch in hand waits in order, is kept alive, and is handed
+// back in order on a stop or to the standby that unpins a dead instance); an existing member consumer with a lower one is refused
 // (ErrConsumerConflict), since batches could never fill.
 
 // Batch is one call's worth of messages.
@@ -163,7 +166,7 @@ func (o JoinOptions) batchDefaults() (JoinOptions, error) {
 	case o.Concurrency > 1:
 		return bad("batches and concurrency %d cannot be combined: a batch is the member's next messages in order under one pin; use batches or concurrency, and more members to scale", o.Concurrency)
 	case o.MaxAckPending != 0 && o.MaxAckPending < b.Size:
-		return bad("max ack pending %d is below batch size %d: batches could never fill; raise max ack pending to %d or more, or leave it unset (cg then uses %d)", o.MaxAckPending, b.Size, b.Size, b.Size)
+		return bad("max ack pending %d is below batch size %d: batches could never fill; raise max ack pending to %d or more, or leave it unset (cg then uses %d)", o.MaxAckPending, b.Size, b.Size, 4*b.Size)
 	}
 	for _, d := range b.Backoff {
 		if d < 0 {
@@ -181,7 +184,7 @@ func (o JoinOptions) batchDefaults() (JoinOptions, error) {
 	}
 	b.Backoff = slices.Clone(b.Backoff)
 	if o.MaxAckPending == 0 {
-		o.MaxAckPending = b.Size
+		o.MaxAckPending = 4 * b.Size
 	}
 	o.Batch = &b
 	return o, nil

@@ -37,7 +37,7 @@ func BenchmarkBatchVsSingle(b *testing.B) {
 	if testing.Short() {
 		n = 500
 	}
-	for _, tc := range []struct{ size, maxAckPending int }{{10, 0}, {10, 40}, {50, 0}, {100, 0}} {
+	for _, tc := range []struct{ size, maxAckPending int }{{10, 10}, {10, 0}, {50, 0}, {100, 0}} {
 		size := tc.size
 		name := fmt.Sprintf("size=%d", size)
 		if tc.maxAckPending > 0 {
