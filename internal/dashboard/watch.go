@@ -47,12 +47,21 @@ type failCheck struct {
 	prev   string // the pin released
 	before int    // the most instances seen shortly before
 	until  time.Time
+	// lowSince is when the member was first seen with fewer instances
+	// (zero while it has not, or had them back since): a step-down's
+	// unpinned instance drops its pull request for a moment and pulls
+	// again, a dead one does not, so only a drop that lasts
+	// failoverSettle is a failover.
+	lowSince time.Time
 }
+
+// failoverSettle is how long the drop in instances must last.
+const failoverSettle = time.Second
 
 // failoverWindow is how long after an admin unpin a drop in instances
 // counts as the pinned one having gone (a dead instance's pull request
 // expires within a second).
-const failoverWindow = 3 * time.Second
+const failoverWindow = 4 * time.Second
 
 // maxInst is the most instances member had over the last failoverWindow.
 func (t *tracked) maxInst(member string) int {
@@ -86,6 +95,9 @@ func (s *Server) Run(ctx context.Context) error {
 	connDone := make(chan struct{})
 	go func() { defer close(connDone); s.watchConn(ctx) }()
 	defer func() { <-connDone }()
+	bucketsDone := make(chan struct{})
+	go func() { defer close(bucketsDone); s.watchBuckets(ctx) }()
+	defer func() { <-bucketsDone }()
 
 	tick := time.NewTicker(s.opts.Every)
 	defer tick.Stop()
@@ -94,9 +106,10 @@ func (s *Server) Run(ctx context.Context) error {
 	for {
 		if s.connected() {
 			// Listing the groups reads the KV keys (a consumer on the
-			// bucket each time): every listEvery, and at once after a
-			// control or a reconnect; the groups known are sampled
-			// every time, and one deleted goes at its next sample.
+			// bucket each time): at once when a bucket watcher saw a
+			// change, after a control or a reconnect, and every
+			// listEvery; the groups known are sampled every time, and
+			// one deleted goes at its next sample.
 			if keys == nil || time.Since(listed) >= listEvery || s.relist.Swap(false) {
 				if k, ok := s.listAll(ctx); ok {
 					keys, listed = k, time.Now()
@@ -192,8 +205,9 @@ func (s *Server) list(ctx context.Context) ([]groupKey, error) {
 	return out, nil
 }
 
-// listEvery is how often the groups are listed again.
-const listEvery = 500 * time.Millisecond
+// listEvery is how often the groups are listed again when the bucket
+// watchers (buckets.go) saw no change.
+const listEvery = 10 * time.Second
 
 // listAll lists the groups in view and forgets those no longer there.
 func (s *Server) listAll(ctx context.Context) ([]groupKey, bool) {
@@ -326,7 +340,14 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 			switch {
 			case now.After(fc.until):
 				delete(t.check, m.Name)
-			case m.PinID != "" && m.PinID != fc.prev && len(m.Instances) < fc.before:
+			case len(m.Instances) >= fc.before:
+				fc.lowSince = time.Time{}
+				t.check[m.Name] = fc
+			case m.PinID == "" || m.PinID == fc.prev:
+			case fc.lowSince.IsZero():
+				fc.lowSince = now
+				t.check[m.Name] = fc
+			case now.Sub(fc.lowSince) >= failoverSettle:
 				delete(t.check, m.Name)
 				s.emitLocked(Event{Type: TypeFailover, Stream: k.stream, Group: k.group, Kind: k.kind, Member: m.Name,
 					PinID: m.PinID, PrevPinID: fc.prev, Reason: "the pinned instance went away; a standby took over"})
