@@ -492,32 +492,41 @@ func demoRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
+// startServer starts the walkthrough's server, as `cg server` runs it,
+// and the admin client on it (d.url, d.admin); stop closes both.
+func (d *demo) startServer() (stop func(), err error) {
+	srv, err := server.StartEmbedded(server.Options{Host: "127.0.0.1", Port: d.o.Port})
+	if err != nil {
+		return nil, err
+	}
+	d.url = srv.ClientURL()
+	d.step("Started a NATS server with JetStream at "+d.url,
+		"In process, loopback only, with a temporary store that is removed at the end.")
+	adminNC, err := nats.Connect(d.url, nats.Name("cg-demo-admin"))
+	if err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("connect to the demo server: %w", err)
+	}
+	if d.admin, err = cg.NewFromConn(adminNC, ""); err != nil {
+		adminNC.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	return func() { adminNC.Close(); srv.Shutdown() }, nil
+}
+
 // run is the part both walkthroughs share: a server, the walkthrough's
 // setup, keyed traffic through its steps, then a drain and the count.
 func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	v := Verdict{Walkthrough: d.o.Walkthrough}
 	o := d.o
 
-	// A server, as `cg server` runs it.
-	srv, err := server.StartEmbedded(server.Options{Host: "127.0.0.1", Port: o.Port})
+	stop, err := d.startServer()
 	if err != nil {
 		return v, err
 	}
-	defer srv.Shutdown()
-	d.url = srv.ClientURL()
+	defer stop()
 	v.Server = d.url
-	d.step("Started a NATS server with JetStream at "+d.url,
-		"In process, loopback only, with a temporary store that is removed at the end.")
-
-	adminNC, err := nats.Connect(d.url, nats.Name("cg-demo-admin"))
-	if err != nil {
-		return v, fmt.Errorf("connect to the demo server: %w", err)
-	}
-	defer adminNC.Close()
-	d.admin, err = cg.NewFromConn(adminNC, "")
-	if err != nil {
-		return v, err
-	}
 
 	if o.Web {
 		if err := d.startWeb(ctx); err != nil {

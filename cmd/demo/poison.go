@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd/group"
-	cgserver "github.com/cg-dev/cg/cmd/server"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -141,23 +140,12 @@ func (w *poisonWalk) run(ctx context.Context) (PoisonVerdict, error) {
 	d, o := w.demo, w.o
 	v := PoisonVerdict{Keys: o.Keys, PoisonKey: w.poisonKey, MaxDeliver: poisonMaxDeliver}
 
-	srv, err := cgserver.StartEmbedded(cgserver.Options{Host: "127.0.0.1", Port: o.Port})
+	stop, err := d.startServer()
 	if err != nil {
 		return v, err
 	}
-	defer srv.Shutdown()
-	d.url = srv.ClientURL()
+	defer stop()
 	v.Server = d.url
-	d.step("Started a NATS server with JetStream at "+d.url,
-		"In process, loopback only, with a temporary store that is removed at the end.")
-	adminNC, err := nats.Connect(d.url, nats.Name("cg-demo-admin"))
-	if err != nil {
-		return v, fmt.Errorf("connect to the demo server: %w", err)
-	}
-	defer adminNC.Close()
-	if d.admin, err = cg.NewFromConn(adminNC, ""); err != nil {
-		return v, err
-	}
 	js := d.admin.JetStream()
 	defer d.teardown()
 	if err := w.setup(ctx); err != nil {
