@@ -41,7 +41,7 @@ func TestGoldenJSONStatic(t *testing.T) {
 	goldenJSON(t, "static-step-down-nothing-pinned-json", e.mustRun("static", "step-down", "ORDERS", "g", "m1", "--json"))
 
 	e.joinAll("static", "ORDERS", "g", "m1", "m2")
-	e.settled("static", "ORDERS", "g", 2)
+	e.settled("static", "ORDERS", "g", 2, 8)
 	goldenJSON(t, "static-info-pinned-json", e.mustRun("static", "info", "ORDERS", "g", "--json"))
 	goldenJSON(t, "static-member-info-pinned-json", e.mustRun("static", "member-info", "ORDERS", "g", "m1", "--json"))
 	goldenJSON(t, "static-step-down-pinned-json", e.mustRun("static", "step-down", "ORDERS", "g", "m2", "--json"))
@@ -61,12 +61,14 @@ func TestGoldenJSONElastic(t *testing.T) {
 		}
 	}
 
+	// Sourcing is asynchronous: the unpinned views pin the sourced backlog.
+	e.sourced("EVENTS", "e", 5)
 	goldenJSON(t, "elastic-info-unpinned-json", e.mustRun("elastic", "info", "EVENTS", "e", "--json"))
 	goldenJSON(t, "elastic-member-info-unpinned-json", e.mustRun("elastic", "member-info", "EVENTS", "e", "m1", "--json"))
 	goldenJSON(t, "elastic-step-down-nothing-pinned-json", e.mustRun("elastic", "step-down", "EVENTS", "e", "m1", "--json"))
 
 	e.joinAll("elastic", "EVENTS", "e", "m1", "m2")
-	e.settled("elastic", "EVENTS", "e", 2)
+	e.settled("elastic", "EVENTS", "e", 2, 5)
 	goldenJSON(t, "elastic-info-pinned-json", e.mustRun("elastic", "info", "EVENTS", "e", "--json"))
 	goldenJSON(t, "elastic-member-info-pinned-json", e.mustRun("elastic", "member-info", "EVENTS", "e", "m1", "--json"))
 	goldenJSON(t, "elastic-step-down-pinned-json", e.mustRun("elastic", "step-down", "EVENTS", "e", "m2", "--json"))

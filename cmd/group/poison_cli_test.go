@@ -225,6 +225,21 @@ func TestConsumeDeadLetter(t *testing.T) {
 	if len(info.Members) != 1 || info.Members[0].DeadLettered != 1 || len(info.PoisonPartitions) != 1 || info.PoisonPartitions[0].DeadLettered != 1 {
 		t.Fatalf("info --json poison fields: %+v", info)
 	}
+	// The goldens pin a member with no instance and nothing unacked: the
+	// stopped consume's last acks, its unsubscribe and its closed
+	// connection reach the server on their own time, so wait for that state.
+	clitest.Eventually(t, 20*time.Second, "the stopped instance gone and its acks in", func() bool {
+		var v struct {
+			Members []struct {
+				Active     bool   `json:"active"`
+				Pinned     bool   `json:"pinned"`
+				Pending    uint64 `json:"pending"`
+				AckPending int    `json:"ack_pending"`
+			} `json:"members"`
+		}
+		_ = json.Unmarshal([]byte(e.mustRun("--json", "static", "info", "SHOP", "g").Out), &v)
+		return len(v.Members) == 1 && !v.Members[0].Active && !v.Members[0].Pinned && v.Members[0].Pending == 0 && v.Members[0].AckPending == 0
+	})
 	goldenOut(t, "static-info-dead-lettered", e.mustRun("static", "info", "SHOP", "g"))
 	goldenOut(t, "static-watch-dead-lettered", e.mustRun("static", "watch", "SHOP", "g", "--count", "1"))
 	// Nothing parked: check has no poison warning (the member has no
