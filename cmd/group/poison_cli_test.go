@@ -432,3 +432,70 @@ func TestConsumePoisonNoBucket(t *testing.T) {
 		t.Fatalf("the refused consume changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// release says what happens: a name that is not a member is refused (one
+// error line naming the members, exit 1, nothing written), and a release
+// for a member with no running instance says it is recorded for the next
+// instance, which then acts on it when the parked message comes back.
+func TestReleaseSaysWhatHappens(t *testing.T) {
+	e := shopEnv(t)
+	e.plainStream("PLAIN", "plain.*")
+	e.mustRun("elastic", "create", "PLAIN", "e", "4", "--filter", "plain.*:1")
+	e.mustRun("elastic", "add", "PLAIN", "e", "m1", "m2")
+	before := clitest.Inventory(t, e.js)
+	for _, c := range []struct{ kind, stream, group, members string }{
+		{"static", "SHOP", "g", "members: m1"},
+		{"elastic", "PLAIN", "e", "members: m1, m2"},
+	} {
+		for _, extra := range [][]string{nil, {"--skip"}, {"--seq", "3"}} {
+			args := append([]string{c.kind, "release", c.stream, c.group, "nobody"}, extra...)
+			r := clitest.Run(t, cmd.Run, e.env, args...)
+			if r.Code != 1 || strings.Contains(r.Err, "parked") {
+				t.Errorf("%v: exit %d, want 1 without a word of parked messages; stderr %q", args, r.Code, r.Err)
+			}
+			clitest.OneLine(t, strings.Join(args, " "), r.Err, `"nobody" is not a member of `+c.kind+` group "`+c.group+`"`, c.members, "cg "+c.kind+" info "+c.stream+" "+c.group)
+		}
+	}
+	if after := clitest.Inventory(t, e.js); after != before {
+		t.Fatalf("a refused release changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	// Park a message, then stop its instance.
+	e.publish("shop.k1.refund", "shop.k1.created")
+	policy := []string{"--max-deliver", "2", "--on-poison", "park", "--dead-letter", "dlq.shop", "--fail-subject", "shop.*.refund"}
+	a := clitest.Start(cmd.Run, e.env, append([]string{"--json", "static", "consume", "SHOP", "g", "m1", "--sleep", "0s"}, policy...)...)
+	a.WaitOut(t, 30*time.Second, "the poison message parked", func(out string) bool { return strings.Contains(out, `"action":"park"`) })
+	if code := a.Stop(t); code != 0 {
+		t.Fatalf("consume exit %d: %s", code, a.Err)
+	}
+	clitest.Eventually(t, 20*time.Second, "no instance of m1 running", func() bool {
+		var v struct {
+			Members []struct {
+				Active bool `json:"active"`
+				Pinned bool `json:"pinned"`
+			} `json:"members"`
+		}
+		_ = json.Unmarshal([]byte(e.mustRun("--json", "static", "info", "SHOP", "g").Out), &v)
+		return len(v.Members) == 1 && !v.Members[0].Active && !v.Members[0].Pinned
+	})
+
+	r := e.mustRun("static", "release", "SHOP", "g", "m1", "--skip")
+	clitest.OneLine(t, "release with no instance", r.Err, "release of parked message 1", "recorded: no instance of m1 is running",
+		"the next one started with a retry policy", "dead-letters it to dlq.shop", "when the message is redelivered to it")
+	if strings.Contains(r.Err, "running instance") {
+		t.Fatalf("release claims a running instance acts: %s", r.Err)
+	}
+	if n := len(e.deadLetters()); n != 0 {
+		t.Fatalf("%d dead letters before any instance ran", n)
+	}
+
+	// What it said: the next instance dead-letters it, and the key goes on.
+	b := clitest.Start(cmd.Run, e.env, append([]string{"--json", "static", "consume", "SHOP", "g", "m1", "--sleep", "0s"}, policy...)...)
+	defer b.Stop(t)
+	b.WaitOut(t, 30*time.Second, "the next instance skips the message and handles its key's next one", func(out string) bool {
+		return strings.Contains(out, `"action":"dead-letter"`) && strings.Contains(out, `"subject":"shop.k1.created"`)
+	})
+	if dls := e.deadLetters(); len(dls) != 1 || dls[0].Header.Get("Cg-Reason") != "skip" || dls[0].Header.Get("Cg-Sequence") != "1" {
+		t.Fatalf("dead letters after the recorded skip: %d %v", len(dls), dls)
+	}
+}

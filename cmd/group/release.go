@@ -34,8 +34,11 @@ func NewCmdRelease(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Long: "Let a member's parked messages go (consume --on-poison park): every one of the member, or the one\n" +
 			"at stream sequence --seq. --retry (the default) delivers it once more under the same policy: handled,\n" +
 			"its key goes on; failing again, it parks again. --skip dead-letters it (to the subject the running\n" +
-			"instance was given with --dead-letter; refused without one) and its key goes on. The member's\n" +
-			"running instance acts on the request; with nothing parked, release says so and succeeds.",
+			"instance was given with --dead-letter; refused without one) and its key goes on. The request is\n" +
+			"recorded in the group's poison state: the member's running instance acts on it at once; with no\n" +
+			"instance running, the next instance of the member started with a retry policy acts on it when the\n" +
+			"message is redelivered to it. With nothing parked, release says so and succeeds; a name that is not\n" +
+			"a member of the group is refused.",
 		Example: fmt.Sprintf("  cg %s release ORDERS fulfillment m1\n  cg %s release ORDERS fulfillment m1 --seq 4711 --skip", k, k),
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,7 +88,19 @@ func releaseRun(ctx context.Context, o *ReleaseOptions) error {
 		return render.JSON(ios.Out, releaseView(o, res))
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
-	return releaseText(ios.ErrOut, cs, o, res)
+	running, known := instanceRunning(ctx, c, o)
+	return releaseText(ios.ErrOut, cs, o, res, running, known)
+}
+
+// instanceRunning tells whether an instance of the member runs now (its
+// consumer has a waiting pull or a pin), so that release says who acts on
+// the request; unknown when the member's state cannot be read.
+func instanceRunning(ctx context.Context, c *cg.Client, o *ReleaseOptions) (running, known bool) {
+	ms, err := c.MemberInfo(ctx, o.Kind, o.Stream, o.Group, o.Member)
+	if err != nil {
+		return false, false
+	}
+	return ms.Active || ms.Pinned, true
 }
 
 // ReleaseView is release --json.
@@ -131,9 +146,9 @@ func releaseView(o *ReleaseOptions, res cg.ReleaseResult) ReleaseView {
 	return v
 }
 
-func releaseText(w io.Writer, cs *render.ColorScheme, o *ReleaseOptions, res cg.ReleaseResult) error {
+func releaseText(w io.Writer, cs *render.ColorScheme, o *ReleaseOptions, res cg.ReleaseResult, running, known bool) error {
 	for _, p := range res.Released {
-		what := "retries it once more (and parks it again if it fails again)"
+		what := "retries it once more (failing again, its --on-poison action applies again)"
 		if o.Skip {
 			what = "dead-letters it to " + p.DeadLetter + ", then acks it"
 		}
@@ -141,15 +156,28 @@ func releaseText(w io.Writer, cs *render.ColorScheme, o *ReleaseOptions, res cg.
 		if p.Key != "" {
 			where += ", key " + p.Key
 		}
-		fmt.Fprintf(w, "%s: released parked message %d (%s, partition %d, after %d deliveries): the member's running instance %s\n",
-			cs.Member(o.Member), p.Sequence, where, p.Partition, p.Deliveries, what)
+		switch {
+		case running:
+			fmt.Fprintf(w, "%s: released parked message %d (%s, partition %d, after %d deliveries): the member's running instance %s\n",
+				cs.Member(o.Member), p.Sequence, where, p.Partition, p.Deliveries, what)
+		case known:
+			fmt.Fprintf(w, "%s: release of parked message %d (%s, partition %d, after %d deliveries) recorded: no instance of %s is running; the next one started with a retry policy (--max-deliver, --backoff or --on-poison) %s when the message is redelivered to it\n",
+				cs.Member(o.Member), p.Sequence, where, p.Partition, p.Deliveries, o.Member, what)
+		default:
+			fmt.Fprintf(w, "%s: release of parked message %d (%s, partition %d, after %d deliveries) recorded: the member's instance that holds it %s (with none running, the next one does when the message is redelivered to it)\n",
+				cs.Member(o.Member), p.Sequence, where, p.Partition, p.Deliveries, what)
+		}
 	}
 	seqs := make([]string, len(res.Released))
 	for i, p := range res.Released {
 		seqs[i] = fmt.Sprint(p.Sequence)
 	}
 	if len(res.Released) > 1 {
-		fmt.Fprintf(w, "%s: %d messages released (%s)\n", cs.Member(o.Member), len(res.Released), strings.Join(seqs, ", "))
+		verb := "released"
+		if !running {
+			verb = "to be released"
+		}
+		fmt.Fprintf(w, "%s: %d messages %s (%s)\n", cs.Member(o.Member), len(res.Released), verb, strings.Join(seqs, ", "))
 	}
 	return nil
 }

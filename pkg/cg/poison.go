@@ -681,8 +681,18 @@ func (c *Client) Release(ctx context.Context, kind Kind, stream, group, member s
 			return res, err
 		}
 	}
-	if _, err := c.Config(ctx, kind, stream, group); err != nil {
+	cfg, err := c.Config(ctx, kind, stream, group)
+	if err != nil {
 		return res, err
+	}
+	if names := cfg.MemberNames(); !slices.Contains(names, member) {
+		// Checked before the poison state: a mistyped name is not a
+		// member with nothing parked.
+		list := "it has no members"
+		if len(names) > 0 {
+			list = "members: " + strings.Join(names, ", ")
+		}
+		return res, fmt.Errorf("%w: %q is not a member of %s group %q on %q (%s)", ErrMemberNotFound, member, kind, group, stream, list)
 	}
 	kv, err := c.poisonKV(ctx)
 	if err != nil {
