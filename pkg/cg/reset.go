@@ -370,7 +370,8 @@ func (c *Client) countBetween(ctx context.Context, stream string, filters []stri
 }
 
 // countFrom counts the messages on filters from seq on, with a
-// short-lived consumer (ack none, memory) deleted at once.
+// short-lived consumer (ack none, memory) that the server removes by
+// inactivity.
 func (c *Client) countFrom(ctx context.Context, stream string, filters []string, seq uint64) (uint64, error) {
 	cfg := jetstream.ConsumerConfig{
 		Description:       "cg reset count",
