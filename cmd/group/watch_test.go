@@ -95,7 +95,10 @@ func TestWatchStatuses(t *testing.T) {
 	e.mustRun("static", "create", "balanced", "ORDERS", "g", "6", "m1", "m2", "m3")
 	e.publishPerPartition(6, 3)
 
-	m1 := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "g", "m1", "--sleep", "0s")
+	// A long ack wait (and so a long pull expiry): the samples pin one
+	// instance per running member, which a member shows for a moment
+	// between an expired pull and its next one no more.
+	m1 := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "g", "m1", "--sleep", "0s", "--ack-wait", "1m")
 	defer m1.Stop(t)
 	c := cg.New(e.js)
 	inHand, release := make(chan struct{}, 1), make(chan struct{})
@@ -108,7 +111,7 @@ func TestWatchStatuses(t *testing.T) {
 		case <-release:
 		case <-ctx.Done():
 		}
-	}, cg.JoinOptions{})
+	}, cg.JoinOptions{AckWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
