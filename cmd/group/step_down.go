@@ -53,7 +53,13 @@ func stepDownRun(ctx context.Context, o *StepDownOptions) error {
 		fmt.Fprintf(ios.ErrOut, "%s: nothing to step down: %s\n", cs.Member(res.Member), res.Why)
 		return nil
 	}
-	fmt.Fprintf(ios.ErrOut, "%s: unpinned instance %s of consumer %s; the server pins a standby (or the same instance, if it is alone) on its next pull\n",
-		cs.Member(res.Member), shortPin(res.PrevPinID), res.Consumer)
+	next := "the server pins a standby (or the same instance, if it is alone) on its next pull"
+	if res.Waiting == 0 {
+		// The pin outlived its instance (stopped, killed or frozen): no
+		// standby is there to take over now.
+		next = "no instance was pulling, so the server pins whichever instance of the member pulls next"
+	}
+	fmt.Fprintf(ios.ErrOut, "%s: unpinned instance %s of consumer %s; %s\n",
+		cs.Member(res.Member), shortPin(res.PrevPinID), res.Consumer, next)
 	return nil
 }

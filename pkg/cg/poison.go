@@ -291,6 +291,12 @@ func (ps *poisonState) watch() {
 	m := ps.m
 	w, err := ps.kv.Watch(m.ctx, ps.prefix+".>")
 	if err != nil {
+		if m.ctx.Err() != nil || m.stopping.Load() {
+			// The member stopped while the watch was being set up: there
+			// is nothing left to watch for, and no event may follow its
+			// stop (its receiver may be gone, as consume's output is).
+			return
+		}
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: "cannot watch for releases of parked messages: " + err.Error()})
 		return
 	}

@@ -271,6 +271,11 @@ type StepDownResult struct {
 	NothingPinned bool `json:"nothing_pinned,omitempty"`
 	// Why says, when NothingPinned, why no instance was pinned.
 	Why string `json:"why,omitempty"`
+	// Waiting is how many pull requests waited on the member's consumer
+	// when it was unpinned: with none, no instance was pulling (the pinned
+	// one stopped or froze without a standby), and the server pins
+	// whichever instance pulls next.
+	Waiting int `json:"waiting"`
 }
 
 // StaticStepDown unpins the member's pinned instance so the server pins
@@ -286,7 +291,7 @@ func (c *Client) StaticStepDown(ctx context.Context, stream, group, member strin
 }
 
 func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
-	res := StepDownResult{Member: ms.Member, Consumer: ms.Consumer, PrevPinID: ms.PinID}
+	res := StepDownResult{Member: ms.Member, Consumer: ms.Consumer, PrevPinID: ms.PinID, Waiting: ms.Waiting}
 	if nothing, why := notPinned(ms); nothing {
 		res.NothingPinned, res.Why = true, why
 		return res, nil
