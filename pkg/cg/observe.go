@@ -91,6 +91,8 @@ type MessageInfo struct {
 	MsgID  string
 	PinID  string
 	Header nats.Header
+	// Size is the body's size in bytes.
+	Size int
 	// Batch is the number of the batch the message is in, 0 outside
 	// batches. Batch handlers receive one context for the whole batch:
 	// the one the message hooks made for each message is given to their
@@ -152,7 +154,7 @@ func newObservers(list []Observer) *observers {
 func (m *Member) messageInfo(raw *nats.Msg, subject string, part int) *MessageInfo {
 	info := &MessageInfo{Stream: m.stream, Group: m.group, Member: m.member, Consumer: m.consumer,
 		Subject: subject, Partition: part, Header: raw.Header,
-		MsgID: raw.Header.Get(nats.MsgIdHdr), PinID: raw.Header.Get("Nats-Pin-Id")}
+		MsgID: raw.Header.Get(nats.MsgIdHdr), PinID: raw.Header.Get("Nats-Pin-Id"), Size: len(raw.Data)}
 	if md, err := raw.Metadata(); err == nil {
 		info.StreamSeq, info.Delivered = md.Sequence.Stream, md.NumDelivered
 	}
