@@ -2,7 +2,8 @@
 // HTTP, for an orchestrator's probes and a Prometheus scrape:
 //
 //	/healthz  200 while the instance runs (before its join, and while only
-//	          its NATS connection is down); 503 once it stopped
+//	          its NATS connection is down and reconnecting); 503 once it
+//	          stopped, or once the client gave up reconnecting
 //	/readyz   200 while joined and connected, pinned or standby; 503 while
 //	          joining, while the NATS connection is down, and once stopped
 //	/metrics  the member's metrics (pkg/cg/plugin/cgprom) and the Go
@@ -135,6 +136,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Unlock()
 	if stopped {
 		http.Error(w, "stopped: "+stopWords(err), http.StatusServiceUnavailable)
+		return
+	}
+	if s.status() == nats.CLOSED {
+		// The client gave up reconnecting: only a restart brings it back.
+		http.Error(w, "NATS connection closed for good (reconnects exhausted)", http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")
