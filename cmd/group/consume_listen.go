@@ -70,6 +70,11 @@ func (l *ListenFlags) start(c *cg.Client, errOut io.Writer, who string) (*listen
 	if l.Addr == "" {
 		return nil, nil
 	}
+	if l.addr == "" {
+		if err := l.check(); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w; pick another address with --listen (127.0.0.1:0 picks a free port)", l.addr, err)
