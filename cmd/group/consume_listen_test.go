@@ -223,3 +223,30 @@ func TestConsumeListenMetrics(t *testing.T) {
 		t.Errorf("standby /readyz: %d %q", c, body)
 	}
 }
+
+// An elastic member's endpoint: ready once it pulls its partitions,
+// pinned on all of them, its messages counted.
+func TestConsumeListenElastic(t *testing.T) {
+	e := newEnv(t, 4)
+	e.plainStream("PLAIN", "plain.*")
+	e.mustRun("elastic", "create", "PLAIN", "e", "4", "--filter", "plain.*:1")
+	e.mustRun("elastic", "add", "PLAIN", "e", "m1")
+	_, url := startListening(t, e.env, "elastic", "consume", "PLAIN", "e", "m1")
+	const n = 20
+	for i := range n {
+		if _, err := e.js.Publish(context.Background(), fmt.Sprintf("plain.k%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var page string
+	clitest.Eventually(t, 30*time.Second, "20 acked", func() bool {
+		_, page = get(url + "/metrics")
+		return metric(page, "cg_member_messages_total", `stream="PLAIN"`, `group="e"`, `member="m1"`, `result="acked"`) == n
+	})
+	if v := metric(page, "cg_member_pinned"); v != 4 {
+		t.Errorf("pinned gauges sum to %v, want 4 (partitions 0-3)", v)
+	}
+	if c, body := get(url + "/readyz"); c != 200 || !strings.Contains(body, "pinned, partitions 0-3") {
+		t.Errorf("/readyz: %d %q, want 200 pinned on 0-3", c, body)
+	}
+}
