@@ -42,6 +42,8 @@ type ConsumeOptions struct {
 	FailEvery int
 	// Poison: the retry policy and the demo handler's failures (poison.go).
 	Poison PoisonFlags
+	// Listen: the health and metrics endpoint (consume_listen.go).
+	Listen ListenFlags
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -68,6 +70,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			if err := opts.Poison.check(cmd.Flags()); err != nil {
 				return err
 			}
+			if err := opts.Listen.check(); err != nil {
+				return err
+			}
 			return consumeRun(cmd.Context(), opts)
 		},
 	}
@@ -87,6 +92,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts.batchFlags(fs)
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	opts.Poison.bind(fs)
+	opts.Listen.bind(fs)
 	return cmd
 }
 
@@ -365,6 +371,12 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
 		Retry: o.Poison.policy(),
 	}
+	lis, err := o.Listen.start(c, ios.ErrOut, who)
+	if err != nil {
+		return err
+	}
+	defer lis.close()
+	jo.Observers = append(jo.Observers, lis.observers()...)
 	var msgHandler cg.Handler = handler
 	if o.Batch > 0 {
 		// --batch: consume_batch.go hands over and prints whole batches.
@@ -376,6 +388,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		return wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
 	stopErr := m.Wait()
+	lis.stopped(ctx, stopErr)
 	mu.Lock()
 	defer mu.Unlock()
 	sum.Seconds = time.Since(start).Seconds()

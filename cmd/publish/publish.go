@@ -38,6 +38,11 @@ type Options struct {
 	Random    bool
 	// Progress is how often progress goes to stderr.
 	Progress time.Duration
+	// Trace stamps a W3C trace context on every message (--trace):
+	// Traceparent from the environment's TRACEPARENT, or a fresh one.
+	Trace       bool
+	Traceparent string
+	Tracestate  string
 }
 
 // NewCmd returns `cg publish`.
@@ -86,6 +91,14 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 			if err := traffic.ValidateKey(opts.KeyPrefix + "1"); err != nil {
 				return cmdutil.UsageErrorf("--key-prefix %q: keys must not contain '.', '*', '>' or white space; use one such as cust-", opts.KeyPrefix)
 			}
+			if opts.Trace {
+				opts.Traceparent, opts.Tracestate = f.Env("TRACEPARENT"), f.Env("TRACESTATE")
+				if opts.Traceparent != "" {
+					if _, err := traffic.ParseTraceparent(opts.Traceparent); err != nil {
+						return cmdutil.UsageErrorf("--trace: the environment's TRACEPARENT: %v; fix or unset it (without it --trace starts a new trace)", err)
+					}
+				}
+			}
 			return publishRun(cmd.Context(), opts)
 		},
 	}
@@ -98,6 +111,7 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 	cmdutil.DurationVar(fs, &opts.Duration, "duration", 0, "30s", "stop after this long (0: no limit)")
 	cmdutil.CountVar(fs, &opts.Size, "size", 0, 0, "256", "payload size in bytes (0: a short JSON document)")
 	fs.BoolVar(&opts.Random, "random", false, "pick each message's key at random instead of in turn")
+	fs.BoolVar(&opts.Trace, "trace", false, "stamp every message with a W3C traceparent header: the environment's TRACEPARENT (and TRACESTATE) when set, else a new trace; its trace id goes to stderr, so a member's spans (pkg/cg/plugin/cgotel) can be found")
 	return cmd
 }
 
@@ -112,6 +126,8 @@ type Summary struct {
 	LastStreamSeq uint64            `json:"last_stream_seq"`
 	PerKey        map[string]uint64 `json:"per_key"`
 	Interrupted   bool              `json:"interrupted"`
+	// TraceID is the trace the messages carry (--trace).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 func publishRun(ctx context.Context, o *Options) error {
@@ -119,7 +135,23 @@ func publishRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	var hdr nats.Header
+	traceID := ""
+	if o.Trace {
+		tp := o.Traceparent
+		if tp == "" {
+			tp, traceID = traffic.NewTraceparent()
+		} else {
+			traceID, _ = traffic.ParseTraceparent(tp)
+		}
+		hdr = nats.Header{traffic.TraceparentHeader: []string{tp}}
+		if o.Tracestate != "" {
+			hdr.Set(traffic.TracestateHeader, o.Tracestate)
+		}
+		fmt.Fprintf(o.IO.ErrOut, "trace: %s (traceparent %s)\n", traceID, tp)
+	}
 	p, err := traffic.NewPublisher(js, traffic.Options{
+		Header:   hdr,
 		Subject:  o.Pattern,
 		Keys:     traffic.Keys(o.KeyPrefix, o.Keys),
 		Count:    o.Count,
@@ -154,6 +186,7 @@ func publishRun(ctx context.Context, o *Options) error {
 		LastStreamSeq: res.LastStreamSeq,
 		PerKey:        res.PerKey,
 		Interrupted:   ctx.Err() != nil,
+		TraceID:       traceID,
 	}
 	if err := printSummary(o, sum); err != nil {
 		return err

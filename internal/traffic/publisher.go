@@ -45,6 +45,8 @@ type Options struct {
 	MaxInFlight int
 	// AckTimeout is how long a publish may wait for its ack. Default 5s.
 	AckTimeout time.Duration
+	// Header is added to every message (a trace context, say).
+	Header nats.Header
 }
 
 // Result is what a run published.
@@ -251,6 +253,9 @@ loop:
 			Subject: p.pattern.Subject(key),
 			Header:  nats.Header{KeyHeader: []string{key}, KeySeqHeader: []string{strconv.FormatUint(seq, 10)}},
 			Data:    payload(key, seq, o.Size),
+		}
+		for k, v := range o.Header {
+			msg.Header[k] = v
 		}
 		fut, err := p.js.PublishMsgAsync(msg)
 		if err != nil {

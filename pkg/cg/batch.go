@@ -308,6 +308,12 @@ func (s *batchStage) accept(raw *nats.Msg) {
 	s.cond.Broadcast()
 }
 
+func (s *batchStage) queueDepth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
 func (s *batchStage) isHandingBack() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -481,6 +487,10 @@ func (s *batchStage) work(items []*batchItem) {
 			cancel()
 		}
 		s.mu.Unlock()
+		var obs func(MessageResult)
+		if s.m.obs != nil {
+			obs = s.m.observeBatch(ctx, no, items) // observe.go
+		}
 		err := s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
 		cancel()
 		s.mu.Lock()
@@ -488,11 +498,19 @@ func (s *batchStage) work(items []*batchItem) {
 		s.mu.Unlock()
 		if err == nil {
 			ackErr := s.ackAll(items)
+			if obs != nil && ackErr == nil {
+				obs(ResultAcked)
+			} else if obs != nil {
+				obs(ResultFailed)
+			}
 			s.mu.Lock()
 			s.lastAcked = ackErr == nil
 			s.mu.Unlock()
 			s.report(ev, attempt, ackErr == nil, ackErr, true)
 			return
+		}
+		if obs != nil {
+			obs(ResultFailed)
 		}
 		gone := s.isHandingBack() || s.m.ctx.Err() != nil
 		final := gone || attempt >= s.o.MaxAttempts

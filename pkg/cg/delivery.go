@@ -125,6 +125,9 @@ func (d *serialDelivery) wait() bool { return d.last == nil || d.lastAcked }
 type bindingSink struct {
 	m *Member
 	b *binding
+	// run is the observed handler call in progress (observe.go), nil
+	// without observers.
+	run *observedRun
 }
 
 func (s bindingSink) admit(raw *nats.Msg) bool {
@@ -149,13 +152,21 @@ func (s bindingSink) admit(raw *nats.Msg) bool {
 }
 
 func (s bindingSink) handle(raw *nats.Msg) {
+	if s.m.obs != nil {
+		s.observeHandle(raw) // with the observers' hooks around (observe.go)
+		return
+	}
+	s.deliver(raw)
+}
+
+func (s bindingSink) deliver(raw *nats.Msg) {
 	m := s.m
 	if m.poison != nil {
 		m.poison.handle(s, raw) // under a retry policy (poison.go)
 		return
 	}
 	subject, p := StripPartition(raw.Subject)
-	m.handler(m.ctx, &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
 }
 
 func (s bindingSink) msg(raw *nats.Msg) jsMsg {

@@ -397,6 +397,12 @@ func (s *laneStage) accept(raw *nats.Msg) {
 	s.markReady(k)
 }
 
+func (s *laneStage) queueDepth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
+}
+
 // barrierIdle is how long a new pin's barrier waits for another message
 // before it takes the redeliveries it caused to be all in.
 const barrierIdle = 300 * time.Millisecond

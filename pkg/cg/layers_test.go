@@ -16,7 +16,8 @@ import (
 // The engine is a library: it imports nothing of the CLI (cobra, color,
 // the commands, the CLI plumbing), its pure partition leaf imports no
 // NATS, and its health leaf imports no NATS and nothing of cg but
-// partition. Checked from the source with go/parser, so it costs
+// partition. Metrics and tracing libraries are for the plugin packages
+// only: the engine and its other packages depend on none. Checked from the source with go/parser, so it costs
 // milliseconds.
 var forbiddenInPkg = []string{
 	"github.com/spf13/cobra",
@@ -55,6 +56,9 @@ func TestLayers(t *testing.T) {
 				if p == bad || strings.HasPrefix(p, bad+"/") {
 					t.Errorf("pkg/%s imports %s: the engine must not depend on the CLI", rel, p)
 				}
+			}
+			if !strings.HasPrefix(rel, "cg/plugin/") && (strings.HasPrefix(p, "github.com/prometheus/") || strings.HasPrefix(p, "go.opentelemetry.io/")) {
+				t.Errorf("pkg/%s imports %s: metrics and tracing libraries belong in the plugin packages (pkg/cg/plugin/...); the engine offers observer hooks", rel, p)
 			}
 			if strings.HasPrefix(rel, "cg/partition/") && !isTest && strings.Contains(p, "nats") {
 				t.Errorf("pkg/%s imports %s: the partition package is pure and imports no NATS", rel, p)

@@ -149,6 +149,10 @@ type JoinOptions struct {
 	// what to do with it then: dead-letter, park or stop (poison_api.go).
 	// Nil keeps today's behaviour: redelivered after every ack wait.
 	Retry *RetryPolicy
+	// Observers see the instance from inside (observe.go): messages
+	// handed to user code and their results, pins, the join and the stop.
+	// The metrics and tracing plugins (pkg/cg/plugin/...) are observers.
+	Observers []Observer
 
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).
@@ -277,6 +281,8 @@ type Member struct {
 
 	// poison handles failing messages under JoinOptions.Retry (poison.go).
 	poison *poisonState
+	// obs are JoinOptions.Observers' hooks (observe.go); nil without any.
+	obs *observers
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -287,6 +293,7 @@ type binding struct {
 	// work carries pulled messages to the handler loop, which passes
 	// them to the delivery stage (delivery.go) in delivery order.
 	work      chan *nats.Msg
+	stage     atomic.Value // the delivery stage, for Member.QueueDepth
 	releasing atomic.Bool
 	// acked remembers the stream sequences this binding acked lately, so
 	// a redelivery of one (its ack was slow or lost) is acked again rather
@@ -314,6 +321,7 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 	if err != nil {
 		return opts, err
 	}
+	m.obs = newObservers(opts.Observers)
 	if err := opts.Retry.Validate(); err != nil {
 		return opts, err
 	}
@@ -546,6 +554,7 @@ func (m *Member) attach(filters []string) error {
 func (m *Member) handleLoop(b *binding) {
 	defer close(b.handleDone)
 	stage := m.newDelivery(bindingSink{m: m, b: b})
+	b.stage.Store(stage)
 	for {
 		select {
 		case raw := <-b.work:
@@ -837,7 +846,7 @@ func (m *staticStrategy) watchStatic() {
 }
 
 func (m *Member) emit(e Event) {
-	if m.opts.OnEvent == nil {
+	if m.opts.OnEvent == nil && m.obs == nil {
 		return
 	}
 	e.Time = time.Now()
@@ -850,7 +859,12 @@ func (m *Member) emit(e Event) {
 		e.Partitions = slices.Clone(m.partitions)
 		m.mu.Unlock()
 	}
-	m.opts.OnEvent(e)
+	if m.obs != nil {
+		m.observeEvent(e)
+	}
+	if m.opts.OnEvent != nil {
+		m.opts.OnEvent(e)
+	}
 }
 
 // Stop stops the instance gracefully: no new message is taken, the message

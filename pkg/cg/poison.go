@@ -382,7 +382,7 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 	subject, part := StripPartition(raw.Subject)
 	md, err := raw.Metadata()
 	if err != nil {
-		m.handler(m.ctx, &Msg{Msg: s.msg(raw), subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id")})
+		m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id")})
 		return
 	}
 	seq := md.Sequence.Stream
@@ -428,7 +428,7 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 	j := s.msg(raw)
 	j.out = out
 	msg := &Msg{Msg: j, subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id"), out: out}
-	m.handler(m.ctx, msg)
+	m.handler(s.handlerCtx(), msg)
 	if s.acked(raw) {
 		if parked {
 			ps.clear(seq)
@@ -532,6 +532,8 @@ func (ps *poisonState) key(seq uint64, what string) string {
 // release that came in meanwhile (the watcher found nothing held to hand
 // back) hands it back at once.
 func (ps *poisonState) hold(s bindingSink, raw *nats.Msg, rec ParkedMessage) {
+	s.settled(ResultParked)
+	s.run = nil // the handler call is over; a release uses the sink later
 	ps.mu.Lock()
 	ps.records[rec.Sequence] = rec
 	ps.holds[rec.Sequence] = holdForever
@@ -628,6 +630,7 @@ func (ps *poisonState) deadLetter(s bindingSink, raw *nats.Msg, md *nats.MsgMeta
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: fmt.Sprintf("message %d was dead-lettered to %s but its ack failed (%v): a redelivery publishes it again under the same message id", seq, subject, err)})
 		return false
 	}
+	s.settled(ResultDeadLettered)
 	ps.count(part)
 	m.emit(Event{Kind: EventPoison, Cause: CauseDeadLettered, Reason: fmt.Sprintf("dead-lettered message %s sequence %d (subject %s, partition %d) to %s after %s (%s)",
 		md.Stream, seq, origSubject, part, subject, plural(md.NumDelivered, "delivery", "deliveries"), strings.ReplaceAll(reason, "_", " "))})
