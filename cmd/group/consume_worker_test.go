@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/internal/clitest"
@@ -56,7 +59,12 @@ func readRecords(t *testing.T, path string) []record {
 // checkRecords asserts that the worker saw every stream sequence 1..n,
 // each exactly as many times as the server delivered it (deliveries
 // 1, 2, ... k, once each), and every key's messages in stream order.
-func checkRecords(t *testing.T, recs []record, n int) {
+func checkRecords(t *testing.T, recs []record, n int) { checkRecordsOf(t, recs, n, true) }
+
+// checkRecordsOf with every false allows deliveries the worker never saw
+// (written to a worker that died before reading them): each delivery it
+// saw, it saw once, in order.
+func checkRecordsOf(t *testing.T, recs []record, n int, every bool) {
 	t.Helper()
 	deliveries := map[uint64][]uint64{}
 	last := map[string]record{}
@@ -73,7 +81,7 @@ func checkRecords(t *testing.T, recs []record, n int) {
 			t.Fatalf("seq %d never handled", seq)
 		}
 		for i, d := range ds {
-			if d != uint64(i+1) {
+			if every && d != uint64(i+1) || i > 0 && d <= ds[i-1] {
 				t.Fatalf("seq %d handled at deliveries %v: want 1..%d once each", seq, ds, len(ds))
 			}
 		}
@@ -342,5 +350,123 @@ func TestConsumeWorkerBadInput(t *testing.T) {
 	}
 	if after := clitest.Inventory(t, e.js); after != before {
 		t.Fatalf("a refused consume changed the server:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// Elastic groups take the same workers: --exec per message, per-key order
+// kept with --concurrency, the key read with the partitioning filter.
+func TestConsumeExecElastic(t *testing.T) {
+	e := newEnv(t, 4)
+	e.plainStream("PLAIN", "plain.*")
+	e.mustRun("elastic", "create", "PLAIN", "e", "4", "--filter", "plain.*:1")
+	e.mustRun("elastic", "add", "PLAIN", "e", "m1")
+	const n = 200
+	for i := range n {
+		if _, err := e.js.Publish(context.Background(), fmt.Sprintf("plain.k%d", i%9), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := filepath.Join(t.TempDir(), "rec")
+	worker := fmt.Sprintf(`sh -c 'echo "$CG_KEY $CG_STREAM_SEQ $CG_DELIVERED $CG_SUBJECT $CG_STREAM" >> %s'`, rec)
+	r := clitest.Run(t, cmd.Run, e.env, "--json", "elastic", "consume", "PLAIN", "e", "m1", "--count", strconv.Itoa(n),
+		"--exec", worker, "--concurrency", "4")
+	if r.Code != 0 {
+		t.Fatalf("consume: %s", r)
+	}
+	recs := readRecords(t, rec)
+	checkRecords(t, recs, n)
+	for _, x := range recs {
+		if x.rest[0] != "plain."+x.key || x.rest[1] != "PLAIN" {
+			t.Fatalf("record %+v: want CG_SUBJECT plain.<CG_KEY> and CG_STREAM PLAIN", x)
+		}
+	}
+	e.drained("PLAIN-e", "m1")
+}
+
+// The long-lived worker (Python, answering out of order) keeps every
+// key's order with --concurrency 8, and one that dies mid-flight loses
+// nothing: what it had not answered is redelivered to its successor.
+func TestConsumeLongWorker(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	for _, c := range []struct {
+		name  string
+		crash bool
+	}{{"out of order", false}, {"crash", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, 4)
+			e.mustRun("static", "create", "balanced", "ORDERS", "g", "4", "m1")
+			const n = 500
+			e.publishKeyed(n, 20)
+			dir := t.TempDir()
+			rec, marker := filepath.Join(dir, "rec"), filepath.Join(dir, "crashed")
+			w := "python3 testdata/worker_ooo.py " + rec
+			if c.crash {
+				w += " 100 " + marker
+			}
+			r := clitest.Run(t, cmd.Run, e.env, "--json", "static", "consume", "ORDERS", "g", "m1", "--count", strconv.Itoa(n),
+				"--worker", w, "--concurrency", "8")
+			if r.Code != 0 {
+				t.Fatalf("consume: %s", r)
+			}
+			recs := readRecords(t, rec)
+			checkRecordsOf(t, recs, n, !c.crash)
+			e.drained("ORDERS", "g-m1")
+			redelivered := 0
+			for _, x := range recs {
+				if x.delivered > 1 {
+					redelivered++
+				}
+			}
+			if c.crash {
+				if _, err := os.Stat(marker); err != nil || redelivered == 0 || !strings.Contains(r.Out, "before answering") {
+					t.Fatalf("the worker did not crash with messages in flight (marker: %v, %d redelivered):\n%s", err, redelivered, r.Err)
+				}
+			} else if redelivered != 0 {
+				t.Fatalf("%d redeliveries without a crash", redelivered)
+			}
+		})
+	}
+}
+
+// The examples docs/workers.md shows run as it says: the shell one per
+// message, the Python one long-lived; an "invalid" order fails each time
+// and is dead-lettered after --max-deliver 2.
+func TestWorkerExamples(t *testing.T) {
+	forms := [][]string{{"--exec", "../../docs/examples/handle.sh"}}
+	if _, err := exec.LookPath("python3"); err == nil {
+		forms = append(forms, []string{"--worker", "python3 ../../docs/examples/worker.py", "--concurrency", "4"})
+	}
+	for _, form := range forms {
+		t.Run(form[0], func(t *testing.T) {
+			e := newEnv(t, 4)
+			e.mustRun("static", "create", "balanced", "ORDERS", "g", "4", "m1")
+			if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.orders"}}); err != nil {
+				t.Fatal(err)
+			}
+			for i, body := range []string{"2 books", "1 lamp", "invalid", "3 pens", "1 desk"} {
+				if _, err := e.js.Publish(context.Background(), fmt.Sprintf("orders.k%d", i%2), []byte(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args := append([]string{"--json", "static", "consume", "ORDERS", "g", "m1", "--count", "4", "--max-deliver", "2", "--dead-letter", "dlq.orders"}, form...)
+			r := clitest.Run(t, cmd.Run, e.env, args...)
+			if r.Code != 0 {
+				t.Fatalf("consume: %s", r)
+			}
+			if got := strings.Count(r.Err, "): "); got != 4 || !strings.Contains(r.Err, "order k1 (seq 4, delivery 1): 3 pens") {
+				t.Fatalf("%d order lines on stderr, want 4:\n%s", got, r.Err)
+			}
+			e.drained("ORDERS", "g-m1")
+			clitest.Eventually(t, 5*time.Second, "the invalid order dead-lettered", func() bool {
+				s, err := e.js.Stream(context.Background(), "DLQ")
+				if err != nil {
+					return false
+				}
+				si, err := s.Info(context.Background())
+				return err == nil && si.State.Msgs == 1
+			})
+		})
 	}
 }
