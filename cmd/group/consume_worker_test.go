@@ -470,3 +470,53 @@ func TestWorkerExamples(t *testing.T) {
 		})
 	}
 }
+
+// A refusal is poison at once, without the retries: an HTTP 4xx from
+// --http, a "poison":true result from --worker. Each is dead-lettered after
+// one delivery while the rest is acked.
+func TestConsumeWorkerPoison(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("Cg-Subject"), ".refund") {
+			http.Error(w, "refunds are not accepted here", http.StatusUnprocessableEntity)
+		}
+	}))
+	defer srv.Close()
+	forms := [][]string{{"--http", srv.URL}}
+	if _, err := exec.LookPath("python3"); err == nil {
+		py := `import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    r = {"id": m["id"], "ok": True}
+    if m["subject"].endswith(".refund"):
+        r = {"id": m["id"], "error": "no refunds", "poison": True}
+    print(json.dumps(r), flush=True)
+`
+		forms = append(forms, []string{"--worker", "python3 -c '" + py + "'"})
+	}
+	for _, form := range forms {
+		t.Run(form[0], func(t *testing.T) {
+			e := shopEnv(t)
+			e.publish("shop.k1.created", "shop.k1.refund", "shop.k2.created", "shop.k1.created")
+			args := append([]string{"--json", "static", "consume", "SHOP", "g", "m1", "--count", "3", "--max-deliver", "5", "--dead-letter", "dlq.shop"}, form...)
+			r := clitest.Run(t, cmd.Run, e.env, args...)
+			if r.Code != 0 {
+				t.Fatalf("consume: %s", r)
+			}
+			clitest.Eventually(t, 5*time.Second, "the refund dead-lettered", func() bool { return len(e.deadLetters()) == 1 })
+			ls := consumeLines(t, r.Out)
+			failed := 0
+			for _, l := range ls {
+				if l.Type == "msg" && l.Failed == true {
+					failed++
+				}
+			}
+			if failed != 1 {
+				t.Fatalf("%d failed deliveries, want 1 (poison: no retry)\n%s", failed, r.Out)
+			}
+			if dl := e.deadLetters(); string(dl[0].Data) != "shop.k1.refund" || dl[0].Header.Get("Cg-Deliveries") != "1" {
+				t.Fatalf("dead letter %q %v", dl[0].Data, dl[0].Header)
+			}
+			e.drained("SHOP", "g-m1")
+		})
+	}
+}
