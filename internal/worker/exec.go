@@ -33,7 +33,7 @@ func (e *Exec) Run(stdin []byte, env []string, prefix string) error {
 	defer stdout.Close()
 	defer stderr.Close()
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	// A grandchild that keeps the output pipes open must not hold the
 	// message: its group is killed below, and Wait stops waiting for it.
@@ -43,15 +43,6 @@ func (e *Exec) Run(stdin []byte, env []string, prefix string) error {
 		_ = killGroup(cmd)
 	}
 	return exitError(err, errors.Is(ctx.Err(), context.DeadlineExceeded), e.Timeout)
-}
-
-// killGroup kills the process group cmd leads (Setpgid).
-func killGroup(cmd *exec.Cmd) error {
-	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
 }
 
 // exitError words how a command ended.

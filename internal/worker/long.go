@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -75,7 +74,7 @@ func (l *Long) running() (*child, error) {
 	prefix := "[worker #" + strconv.Itoa(l.runs) + "] "
 	cmd := exec.Command(l.Argv[0], l.Argv[1:]...)
 	cmd.Env = baseEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	stderr := l.Out.Prefixed(prefix)
 	cmd.Stderr = stderr
 	// What it leaves running in its group after an exit must not keep
