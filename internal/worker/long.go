@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -37,7 +38,7 @@ type Long struct {
 type child struct {
 	cmd     *exec.Cmd
 	wmu     sync.Mutex // one line written at a time
-	stdin   io.WriteCloser
+	stdin   *os.File   // ours, for its write deadline
 	w       *bufio.Writer
 	pending map[uint64]chan error
 	gone    bool
@@ -80,15 +81,23 @@ func (l *Long) running() (*child, error) {
 	// What it leaves running in its group after an exit must not keep
 	// the restart waiting.
 	cmd.WaitDelay = time.Second
-	stdin, err := cmd.StdinPipe()
+	// A pipe of our own rather than StdinPipe: a worker that stops
+	// reading must not hold a write past the timeout.
+	pr, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stdin = pr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		pr.Close()
+		stdin.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pr.Close()
+	if err != nil {
+		stdin.Close()
 		l.backoff()
 		return nil, fmt.Errorf("starting the worker: %w", err)
 	}
@@ -143,6 +152,9 @@ func (l *Long) read(c *child, stdout io.Reader, stderr *LineWriter, prefix strin
 	}
 	waitErr := c.cmd.Wait()
 	_ = killGroup(c.cmd)
+	c.wmu.Lock()
+	_ = c.stdin.Close()
+	c.wmu.Unlock()
 	_ = junk.Close()
 	_ = stderr.Close()
 	why := "exit status 0"
@@ -150,12 +162,11 @@ func (l *Long) read(c *child, stdout io.Reader, stderr *LineWriter, prefix strin
 		why = err.Error()
 	}
 	l.mu.Lock()
-	c.gone = true
+	if !c.gone {
+		l.gone(c)
+	}
 	pend := c.pending
 	c.pending = nil
-	if !l.closed {
-		l.backoff()
-	}
 	l.mu.Unlock()
 	close(c.exited)
 	for _, ch := range pend {
@@ -181,6 +192,7 @@ func (l *Long) Do(m Meta, data []byte) error {
 	line, err := encodeLine(NewLine(id, m, data))
 	if err == nil {
 		c.wmu.Lock()
+		_ = c.stdin.SetWriteDeadline(time.Now().Add(l.Timeout))
 		_, err = c.w.Write(line)
 		if err == nil {
 			err = c.w.Flush()
@@ -189,6 +201,11 @@ func (l *Long) Do(m Meta, data []byte) error {
 	}
 	if err != nil {
 		l.forget(c, id)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Not reading its stdin: hung, as below.
+			l.kill(c)
+			return fmt.Errorf("the worker read no message within %s (--exec-timeout): it was killed and is restarted", l.Timeout)
+		}
 		return fmt.Errorf("writing to the worker: %w", err)
 	}
 	t := time.NewTimer(l.Timeout)
@@ -199,8 +216,27 @@ func (l *Long) Do(m Meta, data []byte) error {
 	case <-t.C:
 		l.forget(c, id)
 		// Taken for hung: the messages it holds fail with it.
-		_ = killGroup(c.cmd)
+		l.kill(c)
 		return fmt.Errorf("no result within %s (--exec-timeout): the worker was killed and is restarted", l.Timeout)
+	}
+}
+
+// kill kills a hung child; the next message starts another at once
+// (after the backoff), not waiting for this one's reaping.
+func (l *Long) kill(c *child) {
+	l.mu.Lock()
+	if !c.gone {
+		l.gone(c)
+	}
+	l.mu.Unlock()
+	_ = killGroup(c.cmd)
+}
+
+// gone marks c as no longer taking messages (l.mu held).
+func (l *Long) gone(c *child) {
+	c.gone = true
+	if !l.closed {
+		l.backoff()
 	}
 }
 

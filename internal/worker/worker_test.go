@@ -5,11 +5,13 @@ package worker
 import (
 	"bytes"
 	"errors"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -187,4 +189,54 @@ func TestLineBody(t *testing.T) {
 			t.Errorf("body %q: line %+v gives %q, %v", body, l, got, err)
 		}
 	}
+}
+
+// A long-lived worker that dies, stops answering or stops reading fails
+// the messages it holds, within the timeout, and the next message gets a
+// new one.
+func TestLongFailures(t *testing.T) {
+	var out bytes.Buffer
+	o := NewOutput(&syncWriter{w: &out})
+	for _, c := range []struct {
+		name, script string
+		data         []byte
+		want         string
+	}{
+		{"dies", "read l; echo going >&2; exit 3", []byte("x"), "the worker ended (exit status 3) before answering"},
+		{"silent", "cat > /dev/null", []byte("x"), "no result within 300ms"},
+		{"deaf", "sleep 1000", bytes.Repeat([]byte("x"), 1<<20), "read no message within 300ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := &Long{Argv: []string{"sh", "-c", c.script}, Timeout: 300 * time.Millisecond, Out: o}
+			defer l.Close(time.Second)
+			start := time.Now()
+			if err := l.Do(Meta{}, c.data); err == nil || !strings.Contains(err.Error(), c.want) || time.Since(start) > 5*time.Second {
+				t.Fatalf("Do: %v after %s, want %q", err, time.Since(start), c.want)
+			}
+			// A new run takes the next message (and fails it the same way).
+			if err := l.Do(Meta{}, c.data); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("second Do: %v", err)
+			}
+			l.mu.Lock()
+			runs := l.runs
+			l.mu.Unlock()
+			if runs != 2 {
+				t.Fatalf("%d runs, want 2 (restarted once)", runs)
+			}
+		})
+	}
+	if !strings.Contains(out.String(), "[worker #1] going") {
+		t.Fatalf("stderr not prefixed: %q", out.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
