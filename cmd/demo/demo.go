@@ -88,7 +88,7 @@ func NewCmd(f *factory.Factory) *cobra.Command { return newCmdDemo(f) }
 func newCmdDemo(f *factory.Factory) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Rate: 50, Limit: overallLimit}
 	cmd := &cobra.Command{
-		Use:   "demo [static|elastic|batches|poison]",
+		Use:   "demo [static|elastic|batches|poison|workers]",
 		Short: "Run a walkthrough of the seed article in one process and check it by counting",
 		Long: `Run one of the seed article's walkthroughs in this one process, with nothing
 installed: static (the default), elastic or batches; or poison, a walkthrough
@@ -133,6 +133,15 @@ checked), the poison key's messages handled too early (0), per-key order
 violations and lost messages (0); --keys, --rate, --sleep, --phase (the
 traffic time) and --ack-wait apply.
 
+workers: the static group fulfillment over m1 and m2 as in static, each
+member run as cg static consume ... --exec handle.sh --concurrency 4: a shell
+script started once per message, the body on its stdin, the metadata
+(CG_KEY, CG_STREAM_SEQ, ...) and headers (CG_HDR_<name>) in its environment
+(docs/workers.md). The scripts record what they were told, and the verdict
+counts from that record: their runs, and runs told a CG_KEY other than the
+message's Cg-Key header (0). --keys, --rate, --phase (twice the traffic time)
+and --ack-wait apply.
+
 Narration, member events and status go to stderr; the verdict goes to stdout
 (--json for JSON). It counts what the handlers saw: published, processed,
 duplicates, per-key order violations and lost messages, and the failover
@@ -152,14 +161,15 @@ that members can be added and dropped from the page; interrupt to end.`,
   cg demo elastic --phase 3s --json > verdict.json
   cg demo batches --batch 20
   cg demo poison
+  cg demo workers
   cg demo elastic --web --web-hold 10m`,
-		ValidArgs: []string{Static, Elastic, Batches, Poison},
+		ValidArgs: []string{Static, Elastic, Batches, Poison, Workers},
 		Args: func(_ *cobra.Command, args []string) error {
 			switch {
 			case len(args) > 1:
 				return cmdutil.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
-			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Batches && args[0] != Poison:
-				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static, cg demo elastic, cg demo batches or cg demo poison", args[0])
+			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Batches && args[0] != Poison && args[0] != Workers:
+				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static, cg demo elastic, cg demo batches, cg demo poison or cg demo workers", args[0])
 			}
 			return nil
 		},
@@ -288,6 +298,8 @@ type Verdict struct {
 
 	// Batches is the batches walkthrough's count.
 	Batches *BatchVerdict `json:"batches,omitempty"`
+	// Workers is the workers walkthrough's count.
+	Workers *WorkersVerdict `json:"workers,omitempty"`
 }
 
 // walkthrough is what differs between the two stories: the stream, the
@@ -320,6 +332,10 @@ type demo struct {
 	web      *web
 	outer    context.Context
 	reported bool
+
+	// stops are run at teardown, after the instances stop (what a
+	// walkthrough runs besides them).
+	stops []func()
 }
 
 func (d *demo) logf(format string, args ...any) {
@@ -470,6 +486,9 @@ func demoRun(ctx context.Context, o *Options) error {
 	}
 	if o.Walkthrough == Batches {
 		w = &batchWalk{demo: d}
+	}
+	if o.Walkthrough == Workers {
+		w = &workersWalk{demo: d}
 	}
 	v, err := d.run(ctx, w)
 	if err != nil {
@@ -665,6 +684,9 @@ func (d *demo) teardown() {
 		}()
 	}
 	wg.Wait()
+	for i := len(d.stops) - 1; i >= 0; i-- {
+		d.stops[i]()
+	}
 }
 
 // pinnedCell names the instance holding a member's pin, as status shows it.
@@ -735,6 +757,10 @@ func (d *demo) printVerdict(v Verdict) error {
 	}
 	if v.Batches != nil {
 		batchVerdictLines(d, kv, v.Batches)
+	}
+	if wv := v.Workers; wv != nil {
+		kv.Addf("  worker runs", "%d (%d redeliveries), one process each", wv.Runs, wv.Redelivered)
+		kv.Addf("  CG_KEY", "%d runs told another key than the message's", wv.KeyMismatches)
 	}
 	names := make([]string, 0, len(v.ByInstance))
 	for n := range v.ByInstance {

@@ -98,7 +98,7 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"demo", "--sleep", "2s"}, "--sleep"},
 		{[]string{"demo", "--keys", "0"}, "below the minimum"},
 		{[]string{"demo", "--concurrency", "0"}, "--concurrency"},
-		{[]string{"demo", "extra"}, `unknown walkthrough "extra": use cg demo static, cg demo elastic, cg demo batches or cg demo poison`},
+		{[]string{"demo", "extra"}, `unknown walkthrough "extra": use cg demo static, cg demo elastic, cg demo batches, cg demo poison or cg demo workers`},
 		{[]string{"demo", "static", "elastic"}, "one walkthrough"},
 		{[]string{"demo", "elastic", "--phase", "11s"}, "--phase"},
 	} {

@@ -44,6 +44,10 @@ type ConsumeOptions struct {
 	Poison PoisonFlags
 	// Listen: the health and metrics endpoint (consume_listen.go).
 	Listen ListenFlags
+	// Worker: --exec, --worker, --http (consume_worker.go); work is the
+	// started worker.
+	Worker WorkerFlags
+	work   *workerRun
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -62,6 +66,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			if err := opts.checkLanes(cmd.Flags().Changed("max-ack-pending")); err != nil {
+				return err
+			}
+			if err := opts.checkWorker(cmd.Flags()); err != nil {
 				return err
 			}
 			if err := opts.checkBatch(cmd.Flags()); err != nil {
@@ -93,6 +100,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	fs.BoolVar(&opts.Verify, "verify", false, "check per-key order live from the Cg-Key/Cg-Key-Seq headers 'cg publish' stamps; exit 1 if order broke")
 	opts.Poison.bind(fs)
 	opts.Listen.bind(fs)
+	opts.Worker.bind(fs)
 	return cmd
 }
 
@@ -143,8 +151,10 @@ type MsgLine struct {
 	Millis    float64 `json:"processing_ms"`
 	Acked     bool    `json:"acked"`
 	AckError  string  `json:"ack_error,omitempty"`
-	// Failed: the demo handler failed it on purpose (--fail-subject).
-	Failed bool `json:"failed,omitempty"`
+	// Failed: the demo handler failed it on purpose (--fail-subject), or
+	// the worker failed it (Error says how).
+	Failed bool   `json:"failed,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// With --verify: the key, its per-key sequence and what the check found.
 	Key    string `json:"key,omitempty"`
 	KeySeq uint64 `json:"key_seq,omitempty"`
@@ -197,6 +207,12 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	c, err := o.F.Client()
 	if err != nil {
 		return err
+	}
+	if o.Worker.on() {
+		if o.work, err = o.startWorker(ctx, c); err != nil {
+			return wrap(err, o.Kind, o.Stream, o.Group)
+		}
+		defer o.work.close()
 	}
 	ios := o.F.IOStreams
 	cs := render.NewColorScheme(ios.ColorEnabled())
@@ -301,6 +317,12 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			}
 			key, keySeq, _ = traffic.KeyOf(m.Headers())
 			check = verifier.Observe(key, keySeq, sseq, o.Member)
+		}
+		if o.work != nil {
+			if err := o.work.handle(m, md, mdErr); err != nil {
+				o.workerFailed(m, md, mdErr, start, err, &mu, &sum, js, cs, who)
+				return
+			}
 		}
 		if o.Poison.fails(m.Subject()) {
 			o.failMsg(m, md, mdErr, start, &mu, &sum, js, cs, who)

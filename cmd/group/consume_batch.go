@@ -160,6 +160,9 @@ func (r *batchRun) handle(ctx context.Context, b *cg.Batch) error {
 			time.Sleep(max(0, o.Sleep-time.Since(start)))
 		}
 	}
+	if o.work != nil {
+		return o.work.handleBatch(b)
+	}
 	if o.FailEvery > 0 && b.Number%uint64(o.FailEvery) == 0 && b.Attempt == 1 {
 		return fmt.Errorf("simulated sink failure (--fail-every %d)", o.FailEvery)
 	}

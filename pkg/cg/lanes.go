@@ -131,87 +131,14 @@ func (m *Member) prepareLanes(ctx context.Context, elastic *ElasticConfig) error
 // elasticKeyOf reads the key with the first partitioning filter the subject
 // matches; "" when none does (the stage then orders it by partition).
 func elasticKeyOf(filters []PartitioningFilter) func(string) (string, bool) {
-	filters = slices.Clone(filters)
-	return func(subject string) (string, bool) {
-		if len(filters) == 0 {
-			return subject, true
-		}
-		for _, pf := range filters {
-			f := pf.Filter
-			if f == "" {
-				f = ">"
-			}
-			if toks, err := PartitionKeyTokens(subject, f, pf.PartitioningWildcards); err == nil {
-				return strings.Join(toks, ""), true
-			}
-		}
-		return "", false
-	}
+	return joinedKey(elasticKeyTokens(filters), "")
 }
 
 // staticKeyOf reads the key off a stored subject (partition token
-// stripped) of a stream transformed by pt: the tokens at the destination's
-// {{wildcard(w)}} for each hashed wildcard w. When the destination does not
-// carry them all (or, with none listed, does not reproduce the source
-// subject), the key cannot be read and the stage orders by partition,
-// which every key's messages share.
+// stripped) of a stream transformed by pt (staticKeyTokens); when it cannot
+// be read, the stage orders by partition, which every key's messages share.
 func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
-	rest := ""
-	if i := strings.Index(pt.Destination, "}}"); i >= 0 {
-		rest = strings.TrimPrefix(pt.Destination[i+2:], ".")
-	}
-	dtoks := strings.Split(rest, ".")
-	if rest == "" {
-		dtoks = nil
-	}
-	at := map[int]int{} // wildcard index -> destination token position
-	for i, t := range dtoks {
-		if w, ok := wildcardRef(t); ok {
-			at[w] = i
-		}
-	}
-	if len(pt.Wildcards) == 0 {
-		// The whole source subject is hashed: readable only when the
-		// destination writes the source back as it was.
-		stoks := strings.Split(pt.Source, ".")
-		same := len(stoks) == len(dtoks)
-		k := 0
-		for i := 0; same && i < len(stoks); i++ {
-			switch stoks[i] {
-			case "*":
-				k++
-				w, ok := wildcardRef(dtoks[i])
-				same = ok && w == k
-			default:
-				same = stoks[i] == dtoks[i]
-			}
-		}
-		return func(subject string) (string, bool) {
-			if !same {
-				return "", false
-			}
-			return subject, true
-		}
-	}
-	pos := make([]int, 0, len(pt.Wildcards))
-	for _, w := range pt.Wildcards {
-		i, ok := at[w]
-		if !ok {
-			return func(string) (string, bool) { return "", false }
-		}
-		pos = append(pos, i)
-	}
-	return func(subject string) (string, bool) {
-		toks := strings.Split(subject, ".")
-		var b strings.Builder
-		for _, i := range pos {
-			if i >= len(toks) {
-				return "", false
-			}
-			b.WriteString(toks[i])
-		}
-		return b.String(), true
-	}
+	return joinedKey(staticKeyTokens(pt), "")
 }
 
 // wildcardRef reads a {{wildcard(n)}} token (any case and spacing).
