@@ -1,0 +1,87 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cg-dev/cg/cmd"
+	cmdbench "github.com/cg-dev/cg/cmd/bench"
+	"github.com/cg-dev/cg/internal/bench"
+	"github.com/cg-dev/cg/pkg/cg/natstest"
+)
+
+// BenchmarkPerMessage measures cg's per-message path in one run, on one
+// server: a plain pull consumer draining a preloaded stream (max ack
+// pending 1000, fetches of 500, acks that do not wait for a reply), one
+// static member over a single partition (one filter: no key cost on the
+// server) draining the same backlog through the engine with a handler
+// that only acks, serial and with concurrency 8 and 32, and the same
+// through the consume command (`--sleep 0 --json`, in process, output
+// discarded, timed over the whole command). Each rate is reported with
+// its ratio to the plain consumer's. -short: 4000 messages.
+//
+//	go test -run '^$' -bench PerMessage -benchtime 1x ./cmd/bench/
+func BenchmarkPerMessage(b *testing.B) {
+	s := natstest.RunServer(b)
+	env := bench.Env{URL: s.ClientURL()}
+	msgs, keys := 20000, 1000
+	if testing.Short() {
+		msgs, keys = 4000, 200
+	}
+	base := bench.Scenario{Members: 1, Partitions: 1, Messages: msgs, Keys: keys, Preload: true}
+	plain := base
+	plain.System, plain.Filters, plain.MaxAckPending = bench.SystemPlain, 1, 1000
+	var plainRate float64
+	var table []string
+	b.Run("plain", func(b *testing.B) {
+		plainRate = 0
+		for range b.N {
+			r, err := bench.Run(context.Background(), env, plain, bench.StartPlain)
+			if err != nil {
+				b.Fatal(err)
+			}
+			plainRate += r.MsgsPerSec / float64(b.N)
+		}
+		b.ReportMetric(plainRate, "msgs/s")
+		table = append(table, fmt.Sprintf("plain                  %8.0f msgs/s", plainRate))
+	})
+	for _, system := range []string{bench.SystemCG, bench.SystemCLI} {
+		for _, c := range []int{1, 8, 32} {
+			sc := base
+			sc.System = system
+			if c > 1 {
+				sc.Concurrency = c
+			}
+			name := fmt.Sprintf("%s/concurrency=%d", map[string]string{bench.SystemCG: "engine", bench.SystemCLI: "cli"}[system], c)
+			b.Run(name, func(b *testing.B) {
+				var rate float64
+				for range b.N {
+					var (
+						r   bench.Result
+						err error
+					)
+					if system == bench.SystemCLI {
+						r, err = bench.RunConsume(context.Background(), env, sc, cmdbench.InProcess(cmd.Run))
+					} else {
+						r, err = bench.Run(context.Background(), env, sc, bench.StartCG)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if r.Violations > 0 || r.Handled != msgs {
+						b.Fatalf("%s: handled %d of %d, %d order violations", sc.Name(), r.Handled, msgs, r.Violations)
+					}
+					rate += r.MsgsPerSec / float64(b.N)
+				}
+				b.ReportMetric(rate, "msgs/s")
+				if plainRate > 0 {
+					b.ReportMetric(rate/plainRate, "x-plain")
+				}
+				table = append(table, fmt.Sprintf("%-22s %8.0f msgs/s  %.3f× plain", name, rate, rate/plainRate))
+			})
+		}
+	}
+	b.Logf("%d messages over %d keys, 1 partition:\n%s", msgs, keys, strings.Join(table, "\n"))
+}
