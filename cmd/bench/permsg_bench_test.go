@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,10 +24,15 @@ import (
 // its ratio to the plain consumer's. -short: 4000 messages.
 //
 //	go test -run '^$' -bench PerMessage -benchtime 1x ./cmd/bench/
+var (
+	perMessageMsgs = flag.Int("permsg.messages", 20000, "BenchmarkPerMessage: messages in the backlog")
+	perMessageKeys = flag.Int("permsg.keys", 1000, "BenchmarkPerMessage: keys the backlog is spread over")
+)
+
 func BenchmarkPerMessage(b *testing.B) {
 	s := natstest.RunServer(b)
 	env := bench.Env{URL: s.ClientURL()}
-	msgs, keys := 20000, 1000
+	msgs, keys := *perMessageMsgs, *perMessageKeys
 	if testing.Short() {
 		msgs, keys = 4000, 200
 	}
@@ -35,6 +41,22 @@ func BenchmarkPerMessage(b *testing.B) {
 	plain.System, plain.Filters, plain.MaxAckPending = bench.SystemPlain, 1, 1000
 	var plainRate float64
 	var table []string
+	// The server's own ceiling for the member's filter, 0.> (a wildcard:
+	// the server walks the backlog's subjects to find the next message).
+	b.Run("plain-partition-filter", func(b *testing.B) {
+		sc := plain
+		sc.PartitionFilter = true
+		var rate float64
+		for range b.N {
+			r, err := bench.Run(context.Background(), env, sc, bench.StartPlain)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rate += r.MsgsPerSec / float64(b.N)
+		}
+		b.ReportMetric(rate, "msgs/s")
+		table = append(table, fmt.Sprintf("plain on 0.>           %8.0f msgs/s", rate))
+	})
 	b.Run("plain", func(b *testing.B) {
 		plainRate = 0
 		for range b.N {

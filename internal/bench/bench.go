@@ -62,9 +62,13 @@ type Scenario struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Filters is the plain consumer's filter count: 1 (one filter over
 	// every partition) or one per partition. Unused by group systems.
-	Filters  int `json:"filters,omitempty"`
-	Messages int `json:"messages"`
-	Keys     int `json:"keys"`
+	Filters int `json:"filters,omitempty"`
+	// PartitionFilter has a single-partition plain consumer filter on
+	// "0.>", as the member that owns the partition does, instead of ">":
+	// the server serves a wildcard filter at a cost that ">" does not have.
+	PartitionFilter bool `json:"partition_filter,omitempty"`
+	Messages        int  `json:"messages"`
+	Keys            int  `json:"keys"`
 	// Preload publishes every message before the consumers start.
 	Preload bool `json:"preload,omitempty"`
 	// Layout is the group's layout (LayoutMember when empty); unused by
@@ -75,7 +79,11 @@ type Scenario struct {
 // Name is a stable label, usable as a sub-benchmark name.
 func (s Scenario) Name() string {
 	if s.System == SystemPlain {
-		return fmt.Sprintf("plain/filters=%d/handler=%s/map=%d", s.Filters, s.Handler, s.mapOr1())
+		name := fmt.Sprintf("plain/filters=%d/handler=%s/map=%d", s.Filters, s.Handler, s.mapOr1())
+		if s.PartitionFilter {
+			name += "/partition-filter"
+		}
+		return name
 	}
 	name := fmt.Sprintf("%s/members=%d/partitions=%d/handler=%s/map=%d", s.System, s.Members, s.Partitions, s.Handler, s.mapOr1())
 	if s.Concurrency > 1 {
@@ -525,7 +533,7 @@ func StartPlain(ctx context.Context, connect func() (jetstream.JetStream, error)
 		return nil, err
 	}
 	filters := []string{">"}
-	if sc.Filters > 1 {
+	if sc.Filters > 1 || sc.PartitionFilter {
 		filters = filters[:0]
 		for p := 0; p < sc.Partitions; p++ {
 			filters = append(filters, strconv.Itoa(p)+".>")
