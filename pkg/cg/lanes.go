@@ -202,16 +202,36 @@ func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
 		pos = append(pos, i)
 	}
 	return func(subject string) (string, bool) {
-		toks := strings.Split(subject, ".")
+		if len(pos) == 1 {
+			// The usual case, one hashed wildcard: the key is a slice of
+			// the subject, found without splitting it.
+			return subjectToken(subject, pos[0])
+		}
 		var b strings.Builder
 		for _, i := range pos {
-			if i >= len(toks) {
+			t, ok := subjectToken(subject, i)
+			if !ok {
 				return "", false
 			}
-			b.WriteString(toks[i])
+			b.WriteString(t)
 		}
 		return b.String(), true
 	}
+}
+
+// subjectToken is the i-th (from 0) dot-separated token of subject.
+func subjectToken(subject string, i int) (string, bool) {
+	for ; i > 0; i-- {
+		dot := strings.IndexByte(subject, '.')
+		if dot < 0 {
+			return "", false
+		}
+		subject = subject[dot+1:]
+	}
+	if dot := strings.IndexByte(subject, '.'); dot >= 0 {
+		subject = subject[:dot]
+	}
+	return subject, true
 }
 
 // wildcardRef reads a {{wildcard(n)}} token (any case and spacing).
@@ -326,13 +346,6 @@ func (m *Member) newLaneStage(sink deliverySink) *laneStage {
 	return s
 }
 
-func streamSeq(raw *nats.Msg) uint64 {
-	if md, err := raw.Metadata(); err == nil {
-		return md.Sequence.Stream
-	}
-	return 0
-}
-
 // canRun: the key has a message to hand over, none in flight, and is not
 // waiting for a redelivery (or its front message is that redelivery).
 func (s *laneStage) canRun(k *laneKey) bool {
@@ -367,7 +380,7 @@ func (s *laneStage) accept(raw *nats.Msg) {
 	defer s.mu.Unlock()
 	s.lastAccept = time.Now()
 	if s.barrier {
-		if md, err := raw.Metadata(); err == nil && md.NumDelivered == 1 && md.Sequence.Consumer > s.barrierAfter {
+		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter {
 			s.liftBarrier()
 		}
 	}
