@@ -141,6 +141,16 @@ type Env struct {
 	URL string
 	// Limit bounds one run (setup, publish and drain); 0 is 2 minutes.
 	Limit time.Duration
+	// Drain, when set, is called with true as a preloaded run's consumers
+	// start and with false once they have handled everything: a caller
+	// measures what the drain alone costs (its CPU time, say).
+	Drain func(start bool)
+}
+
+func (e Env) drain(start bool) {
+	if e.Drain != nil {
+		e.Drain(start)
+	}
 }
 
 func (e Env) connect(conns *[]*nats.Conn, mu *sync.Mutex) func() (jetstream.JetStream, error) {
@@ -182,6 +192,9 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 		}
 	}
 	begin := time.Now()
+	if sc.Preload {
+		env.drain(true)
+	}
 	stop, err := start(ctx, r.connect, sc, c.handle)
 	if err != nil {
 		return res, fmt.Errorf("%s: start: %w", sc.Name(), err)
@@ -202,6 +215,7 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	c.fill(&res)
 	res.Elapsed = c.last.Sub(begin)
 	if sc.Preload {
+		env.drain(false)
 		// The clock starts at the first message handled, so that joining
 		// is not counted; the latencies are time spent in the stream.
 		res.Elapsed = c.last.Sub(c.first)

@@ -71,6 +71,7 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 		errs []error
 	)
 	begin := time.Now()
+	env.drain(true)
 	for _, m := range members {
 		if counts[m] == 0 {
 			continue
@@ -87,6 +88,7 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(begin)
+	env.drain(false)
 	if len(errs) > 0 {
 		return res, fmt.Errorf("%s: %v", sc.Name(), errs)
 	}
