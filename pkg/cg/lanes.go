@@ -286,8 +286,13 @@ type laneStage struct {
 	holdFor   time.Duration // how long at most
 	keepEvery time.Duration // in-progress ack period of queued messages
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// cond wakes a worker for a ready key (one per key made ready) and
+	// every worker on a hand back or close; idle wakes wait once no call
+	// is in flight. One cond for both had every finished call wake every
+	// idle worker only for them to sleep again.
 	cond        *sync.Cond
+	idle        *sync.Cond
 	keys        map[string]*laneKey
 	ready       []*laneKey // keys that can run, in the order they became ready
 	queued      int
@@ -338,6 +343,7 @@ func (m *Member) newLaneStage(sink deliverySink) *laneStage {
 		keepDone:  make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.idle = sync.NewCond(&s.mu)
 	s.workers.Add(m.opts.Concurrency)
 	for range m.opts.Concurrency {
 		go s.work()
@@ -512,7 +518,9 @@ func (s *laneStage) work() {
 			s.markReady(k)
 		}
 		s.forget(k)
-		s.cond.Broadcast()
+		if s.busy == 0 {
+			s.idle.Broadcast()
+		}
 	}
 }
 
@@ -605,7 +613,7 @@ func (s *laneStage) handBack() {
 func (s *laneStage) wait() bool {
 	s.mu.Lock()
 	for s.busy > 0 {
-		s.cond.Wait()
+		s.idle.Wait()
 	}
 	s.closed = true
 	s.cond.Broadcast()
