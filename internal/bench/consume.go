@@ -89,6 +89,9 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 	wg.Wait()
 	res.Elapsed = time.Since(begin)
 	env.drain(false)
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("%s: the consume commands did not drain %d messages within %v", sc.Name(), sc.Messages, env.limit())
+	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("%s: %v", sc.Name(), errs)
 	}
