@@ -41,9 +41,13 @@ bench-all: bench
 
 # issue 11's comparison (docs/performance.md): cg's static groups against
 # the reference library and a plain pull consumer, back to back on one
-# in-process server; a few minutes. BENCHFLAGS=-short for a quick look.
+# in-process server; then backlogs of 100 000 messages over 1 000, 10 000
+# and 100 000 keys, static and elastic (BenchmarkKeys, each run bounded to
+# 100 s), and the per-message path (BenchmarkPerMessage). Up to about 15
+# minutes. BENCHFLAGS=-short for a quick look.
 bench-compare:
-	go test -run '^$$' -bench '^Benchmark(Compare|CompareConcurrent|Elastic|Plain)$$' -benchtime 1x -timeout 30m $(BENCHFLAGS) ./internal/bench/
+	go test -run '^$$' -bench '^Benchmark(Compare|CompareConcurrent|Elastic|Plain|Keys)$$' -benchtime 1x -timeout 40m $(BENCHFLAGS) ./internal/bench/
+	go test -run '^$$' -bench '^BenchmarkPerMessage$$' -benchtime 1x -timeout 10m $(BENCHFLAGS) ./cmd/bench/
 
 # issue 12's figure (docs/batches.md, docs/performance.md): one member's
 # rate through a sink costing 1ms a call + 20µs a message, one message a

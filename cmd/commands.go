@@ -24,7 +24,7 @@ func addGroupCommands(root *cobra.Command, f *factory.Factory) {
 		partition.NewCmd(f),
 		check.NewCmd(f),
 		demo.NewCmd(f),
-		bench.NewCmd(f),
+		bench.NewCmd(f, Run),
 		publish.NewCmd(f),
 		server.NewCmd(f),
 		dashboard.NewCmd(f),

@@ -6,12 +6,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,14 +48,24 @@ type Options struct {
 	Keys          int
 	Port          int
 	Preload       bool
+	Layouts       []string
+	// CLI adds, for each cg run, the same run through the consume command.
+	CLI bool
+	// Run runs a cg command line in process (the root's Run): the --cli
+	// runs call it for consume.
+	Run RunFunc
 	// RunLimit bounds each scenario's run.
 	RunLimit time.Duration
 }
 
-// NewCmd returns `cg bench`.
-func NewCmd(f *factory.Factory) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
-	var members, partitions, handlers, maps, concurrency string
+// RunFunc runs cg with args (without the program name) on a fresh command
+// tree and returns the exit status.
+type RunFunc func(ctx context.Context, args []string, ios *iostreams.IOStreams, env func(string) string) int
+
+// NewCmd returns `cg bench`; run is the root's Run, for the --cli runs.
+func NewCmd(f *factory.Factory, run RunFunc) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Run: run}
+	var members, partitions, handlers, maps, concurrency, layouts string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure static groups against a plain pull consumer on an embedded server",
@@ -82,11 +94,21 @@ Each message carries its key's sequence number; a message handled out of
 per-key order is a violation. It exits 1 when any run saw one or did not
 finish within --run-limit, 2 on bad flags.
 
+--cli adds, for each group run, the same backlog drained through the
+consume command as a user runs it ('cg static consume BENCH bench m1
+--sleep 0 --json --count N', one per member, in this process, output
+discarded): its rate is the messages over the wall time of the commands,
+joining and stopping included. It implies --preload.
+
+--layout lists the group layouts to run (member, the reference's format,
+is the default; partition where this build has it).
+
 The comparison with the reference library (pcgroups) is the go test
 benchmark in internal/bench: make bench-compare.`,
 		Example: `  cg bench
   cg bench --members 1,8 --handler 0,1ms --messages 5000
-  cg bench --max-ack-pending 1,1000 --json > bench.json`,
+  cg bench --max-ack-pending 1,1000 --json > bench.json
+  cg bench --members 1 --partitions 1 --concurrency 1,8,32 --cli`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.JSON = f.JSON
@@ -105,6 +127,12 @@ benchmark in internal/bench: make bench-compare.`,
 			}
 			if opts.Handlers, err = parseDurations("handler", handlers); err != nil {
 				return err
+			}
+			if opts.Layouts, err = parseLayouts(layouts); err != nil {
+				return err
+			}
+			if opts.CLI {
+				opts.Preload = true
 			}
 			if opts.Messages > maxMessages {
 				return cmdutil.UsageErrorf("--messages %d is too many: use at most %d, such as 20000", opts.Messages, maxMessages)
@@ -128,6 +156,8 @@ benchmark in internal/bench: make bench-compare.`,
 	cmdutil.CountVar(fs, &opts.Keys, "keys", 1000, 1, "1000", "keys the messages are spread over")
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
 	fs.BoolVar(&opts.Preload, "preload", false, "publish every message before the consumers start (rate only, no latency)")
+	fs.StringVar(&layouts, "layout", bench.LayoutMember, "group layouts, comma separated: member,partition")
+	fs.BoolVar(&opts.CLI, "cli", false, "also drain each group run's backlog through 'cg static consume --sleep 0 --json' (in process, output discarded), timed over the whole command; implies --preload")
 	cmdutil.DurationVar(fs, &opts.RunLimit, "run-limit", 2*time.Minute, "2m", "longest one run may take before it counts as failed")
 	return cmd
 }
@@ -152,6 +182,21 @@ func parseInts(flag, s string, lo, hi int) ([]int, error) {
 	return out, nil
 }
 
+func parseLayouts(s string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		l := strings.TrimSpace(part)
+		if l != bench.LayoutMember && l != bench.LayoutPartition {
+			return nil, cmdutil.UsageErrorf("--layout %q: each value must be member or partition, comma separated, such as member,partition", s)
+		}
+		if err := bench.CheckLayout(l); err != nil {
+			return nil, cmdutil.UsageErrorf("--layout: %v", err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
 func parseDurations(flag, s string) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, part := range strings.Split(s, ",") {
@@ -168,7 +213,7 @@ func parseDurations(flag, s string) ([]time.Duration, error) {
 }
 
 func (o *Options) matrix() bench.Matrix {
-	return bench.Matrix{Members: o.Members, Partitions: o.Partitions, Handlers: o.Handlers, MaxAckPending: o.MaxAckPending, Concurrency: o.Concurrency, Messages: o.Messages, Keys: o.Keys, Preload: o.Preload}
+	return bench.Matrix{Members: o.Members, Partitions: o.Partitions, Handlers: o.Handlers, MaxAckPending: o.MaxAckPending, Concurrency: o.Concurrency, Messages: o.Messages, Keys: o.Keys, Preload: o.Preload, Layouts: o.Layouts}
 }
 
 // Row is one run in --json output.
@@ -182,6 +227,7 @@ type Row struct {
 	Concurrency    int     `json:"concurrency"`
 	Messages       int     `json:"messages"`
 	Keys           int     `json:"keys"`
+	Layout         string  `json:"layout,omitempty"`
 	Preload        bool    `json:"preload"`
 	Handled        int     `json:"handled"`
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
@@ -216,16 +262,31 @@ func benchRun(ctx context.Context, o *Options) error {
 	env := bench.Env{URL: srv.ClientURL(), Limit: o.RunLimit}
 	m := o.matrix()
 	scenarios := append(m.Plain(), m.Groups(bench.SystemCG)...)
+	if o.CLI {
+		scenarios = append(scenarios, m.Groups(bench.SystemCLI)...)
+	}
 	rep := Report{OK: true, Server: srv.ClientURL()}
 	var results []bench.Result
 	for i, sc := range scenarios {
 		fmt.Fprintf(o.IO.ErrOut, "[%d/%d] %s\n", i+1, len(scenarios), sc.Name())
-		r, err := bench.Run(ctx, env, sc, bench.Starters[sc.System])
+		var (
+			r   bench.Result
+			err error
+		)
+		if sc.System == bench.SystemCLI {
+			r, err = bench.RunConsume(ctx, env, sc, InProcess(o.Run))
+		} else {
+			r, err = bench.Run(ctx, env, sc, bench.Starters[sc.System])
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		layout := sc.Layout
+		if sc.System == bench.SystemPlain {
+			layout = ""
+		}
 		row := Row{System: sc.System, Members: sc.Members, Partitions: sc.Partitions, Filters: sc.Filters, Handler: sc.Handler.String(),
-			MaxAckPending: effectiveMAP(sc), Concurrency: max(sc.Concurrency, 1), Messages: sc.Messages, Keys: sc.Keys, Preload: sc.Preload, Handled: r.Handled,
+			MaxAckPending: effectiveMAP(sc), Concurrency: max(sc.Concurrency, 1), Messages: sc.Messages, Keys: sc.Keys, Layout: layout, Preload: sc.Preload, Handled: r.Handled,
 			ElapsedSeconds: r.Elapsed.Seconds(), MsgsPerSec: r.MsgsPerSec, PublishPerSec: r.PublishPerSec, P50MS: ms(r.P50), P99MS: ms(r.P99),
 			Violations: r.Violations, Duplicates: r.Duplicates}
 		if err != nil {
@@ -257,9 +318,12 @@ func benchRun(ctx context.Context, o *Options) error {
 }
 
 func printTable(w io.Writer, rep Report) error {
-	t := render.NewTable(w, "SYSTEM", "MEMBERS", "PARTITIONS", "FILTERS", "HANDLER", "MAX ACK PENDING", "CONCURRENCY", "MSGS/S", "PUBLISH/S", "P50", "P99", "VIOLATIONS", "VS PLAIN")
+	t := render.NewTable(w, "SYSTEM", "LAYOUT", "MEMBERS", "PARTITIONS", "FILTERS", "KEYS", "HANDLER", "MAX ACK PENDING", "CONCURRENCY", "MSGS/S", "PUBLISH/S", "P50", "P99", "VIOLATIONS", "VS PLAIN")
 	for _, r := range rep.Results {
-		filters, vs := "-", "-"
+		filters, vs, layout := "-", "-", r.Layout
+		if layout == "" {
+			layout = "-"
+		}
 		if r.System == bench.SystemPlain {
 			filters = strconv.Itoa(r.Filters)
 		} else if r.VsPlain > 0 {
@@ -273,8 +337,12 @@ func printTable(w io.Writer, rep Report) error {
 		if r.Preload {
 			p50, p99 = "-", "-"
 		}
-		t.AddRow(r.System, strconv.Itoa(r.Members), strconv.Itoa(r.Partitions), filters, r.Handler, strconv.Itoa(r.MaxAckPending), strconv.Itoa(r.Concurrency),
-			rate, fmt.Sprintf("%.0f", r.PublishPerSec), p50, p99, strconv.Itoa(r.Violations), vs)
+		violations := strconv.Itoa(r.Violations)
+		if r.System == bench.SystemCLI {
+			violations = "-" // not observed through the command; the cg rows check order
+		}
+		t.AddRow(r.System, layout, strconv.Itoa(r.Members), strconv.Itoa(r.Partitions), filters, strconv.Itoa(r.Keys), r.Handler, strconv.Itoa(r.MaxAckPending), strconv.Itoa(r.Concurrency),
+			rate, fmt.Sprintf("%.0f", r.PublishPerSec), p50, p99, violations, vs)
 	}
 	if err := t.Render(); err != nil {
 		return err
@@ -294,4 +362,45 @@ func effectiveMAP(sc bench.Scenario) int {
 		return 4 * sc.Concurrency
 	}
 	return max(sc.MaxAckPending, 1)
+}
+
+// InProcess is a bench.Consume that runs the command line with run in this
+// process, its output discarded and NATS_URL pointing at the server; a
+// failing command's error output is the error.
+func InProcess(run RunFunc) bench.Consume {
+	return func(ctx context.Context, url string, args []string) error {
+		var errOut lockedBuffer
+		ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut}
+		env := func(k string) string {
+			if k == "NATS_URL" {
+				return url
+			}
+			return ""
+		}
+		if code := run(ctx, args, ios, env); code != 0 {
+			return fmt.Errorf("cg %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
+		}
+		return nil
+	}
+}
+
+// lockedBuffer is a buffer written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 64<<10 {
+		return len(p), nil // enough to say what went wrong
+	}
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -54,8 +54,9 @@ func TestBenchTable(t *testing.T) {
 	}
 	for i, want := range []string{"plain", "plain", "cg"} {
 		f := strings.Fields(lines[i+1])
-		// SYSTEM MEMBERS PARTITIONS FILTERS HANDLER MAX-ACK-PENDING CONCURRENCY MSGS/S PUBLISH/S P50 P99 VIOLATIONS VS
-		if len(f) != 13 || f[0] != want || f[6] != "1" || f[11] != "0" || f[7] == "failed" || !strings.HasSuffix(f[9], "ms") {
+		// SYSTEM LAYOUT MEMBERS PARTITIONS FILTERS KEYS HANDLER MAX-ACK-PENDING CONCURRENCY MSGS/S PUBLISH/S P50 P99 VIOLATIONS VS
+		layout := map[string]string{"plain": "-", "cg": "member"}[want]
+		if len(f) != 15 || f[0] != want || f[1] != layout || f[5] != "20" || f[8] != "1" || f[13] != "0" || f[9] == "failed" || !strings.HasSuffix(f[11], "ms") {
 			t.Errorf("row %d: %q", i+1, lines[i+1])
 		}
 	}
@@ -116,11 +117,52 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--handler", "1s"},
 		{"--members", "4", "--partitions", "2"},
 		{"--run-limit", "0s"},
+		{"--layout", "members"},
+		{"--layout", "member,"},
 		{"extra"},
 	} {
 		r := clitest.Run(t, cmd.Run, clitest.Env(), append([]string{"bench"}, args...)...)
 		if r.Code != 2 || r.Out != "" || !strings.HasPrefix(r.Err, "error: ") {
 			t.Errorf("%v: exit %d\nstdout:%s\nstderr:%s", args, r.Code, r.Out, r.Err)
 		}
+	}
+}
+
+// --cli: each group run drained again through the consume command, one
+// command per member told its share; every message handled (nothing left
+// pending or unacknowledged on the server) and a rate set beside the
+// plain consumer's.
+func TestBenchCLI(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--cli", "--messages", "300", "--keys", "30", "--members", "1,2", "--partitions", "2", "--concurrency", "1,4")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Out)
+	}
+	cli := map[[2]int]bench.Row{}
+	for _, row := range rep.Results {
+		if !row.Preload {
+			t.Errorf("--cli runs preloaded: %+v", row)
+		}
+		if row.System == "cli" {
+			cli[[2]int{row.Members, row.Concurrency}] = row
+			if row.Handled != 300 || row.MsgsPerSec <= 0 || row.VsPlain <= 0 || row.Error != "" || row.Layout != "member" {
+				t.Errorf("cli run %+v", row)
+			}
+		}
+	}
+	if !rep.OK || len(cli) != 4 {
+		t.Fatalf("ok=%v, cli runs by members and concurrency: %+v", rep.OK, cli)
+	}
+}
+
+// --layout partition is refused at once, in words, while this build's
+// engine cannot create such a group; nothing runs.
+func TestBenchLayoutUnavailable(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "bench", "--layout", "member,partition", "--messages", "10")
+	if r.Code != 2 || r.Out != "" || !strings.HasPrefix(r.Err, "error: --layout: layout \"partition\" is not available in this build") {
+		t.Fatalf("exit %d\nstdout:%s\nstderr:%s", r.Code, r.Out, r.Err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -216,7 +217,8 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 	ios := o.F.IOStreams
 	cs := render.NewColorScheme(ios.ColorEnabled())
-	js := render.NewJSONStream(ios.Out)
+	out := newLineWriter(ios.Out)
+	js := render.NewJSONStream(out)
 	var mu sync.Mutex // one writer at a time; events come from other goroutines
 	sum := Summary{Type: "summary", Member: o.Member}
 	who := cs.Member(o.Member)
@@ -333,7 +335,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		ackErr := m.DoubleAck(actx)
 		cancel()
 		took := time.Since(start)
-		line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
+		line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
 			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil}
 		if mdErr == nil {
 			line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
@@ -344,17 +346,10 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		if ackErr != nil {
 			line.AckError = ackErr.Error()
 		}
-		mu.Lock()
-		sum.Handled++
-		if ackErr == nil {
-			sum.Acked++
-		} else {
-			sum.AckFailed++
-		}
-		done := o.Count > 0 && sum.Handled >= o.Count
-		if o.F.JSON {
-			_ = js.Encode(line)
-		} else {
+		// The line is made outside the lock, so concurrent calls encode
+		// at once; only the counts are shared.
+		var text string
+		if !o.F.JSON {
 			outcome := cs.Green("acked")
 			if ackErr != nil {
 				outcome = cs.Red("ack failed: " + ackErr.Error())
@@ -378,10 +373,23 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 					verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", check.Gap))
 				}
 			}
-			fmt.Fprintf(ios.Out, "[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
+			text = fmt.Sprintf("[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
 				shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
 		}
+		mu.Lock()
+		sum.Handled++
+		if ackErr == nil {
+			sum.Acked++
+		} else {
+			sum.AckFailed++
+		}
+		done := o.Count > 0 && sum.Handled >= o.Count
 		mu.Unlock()
+		if o.F.JSON {
+			_ = writeJSONLine(out, line)
+		} else {
+			_, _ = io.WriteString(out, text)
+		}
 		if done {
 			stopRun()
 		}
@@ -402,7 +410,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	var msgHandler cg.Handler = handler
 	if o.Batch > 0 {
 		// --batch: consume_batch.go hands over and prints whole batches.
-		br := &batchRun{o: o, mu: &mu, sum: &sum, js: js, cs: cs, out: ios.Out, who: who, verifier: verifier, stop: stopRun}
+		br := &batchRun{o: o, mu: &mu, sum: &sum, js: js, cs: cs, out: out, who: who, verifier: verifier, stop: stopRun}
 		msgHandler, jo.Batch = nil, br.options()
 	}
 	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, msgHandler, jo)

@@ -62,21 +62,35 @@ type Scenario struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Filters is the plain consumer's filter count: 1 (one filter over
 	// every partition) or one per partition. Unused by group systems.
-	Filters  int `json:"filters,omitempty"`
-	Messages int `json:"messages"`
-	Keys     int `json:"keys"`
+	Filters int `json:"filters,omitempty"`
+	// PartitionFilter has a single-partition plain consumer filter on
+	// "0.>", as the member that owns the partition does, instead of ">":
+	// the server serves a wildcard filter at a cost that ">" does not have.
+	PartitionFilter bool `json:"partition_filter,omitempty"`
+	Messages        int  `json:"messages"`
+	Keys            int  `json:"keys"`
 	// Preload publishes every message before the consumers start.
 	Preload bool `json:"preload,omitempty"`
+	// Layout is the group's layout (LayoutMember when empty); unused by
+	// the plain system.
+	Layout string `json:"layout,omitempty"`
 }
 
 // Name is a stable label, usable as a sub-benchmark name.
 func (s Scenario) Name() string {
 	if s.System == SystemPlain {
-		return fmt.Sprintf("plain/filters=%d/handler=%s/map=%d", s.Filters, s.Handler, s.mapOr1())
+		name := fmt.Sprintf("plain/filters=%d/handler=%s/map=%d", s.Filters, s.Handler, s.mapOr1())
+		if s.PartitionFilter {
+			name += "/partition-filter"
+		}
+		return name
 	}
 	name := fmt.Sprintf("%s/members=%d/partitions=%d/handler=%s/map=%d", s.System, s.Members, s.Partitions, s.Handler, s.mapOr1())
 	if s.Concurrency > 1 {
 		name += fmt.Sprintf("/concurrency=%d", s.Concurrency)
+	}
+	if s.Layout != "" && s.Layout != LayoutMember {
+		name += "/layout=" + s.Layout
 	}
 	return name
 }
@@ -127,6 +141,16 @@ type Env struct {
 	URL string
 	// Limit bounds one run (setup, publish and drain); 0 is 2 minutes.
 	Limit time.Duration
+	// Drain, when set, is called with true as a preloaded run's consumers
+	// start and with false once they have handled everything: a caller
+	// measures what the drain alone costs (its CPU time, say).
+	Drain func(start bool)
+}
+
+func (e Env) drain(start bool) {
+	if e.Drain != nil {
+		e.Drain(start)
+	}
 }
 
 func (e Env) connect(conns *[]*nats.Conn, mu *sync.Mutex) func() (jetstream.JetStream, error) {
@@ -154,105 +178,31 @@ var Starters = map[string]Starter{SystemCG: StartCG, SystemPlain: StartPlain, Sy
 // rate alone, never bounded by the publisher's.
 func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, error) {
 	res := Result{Scenario: sc}
-	if sc.Messages < 1 || sc.Keys < 1 || sc.Partitions < 1 {
-		return res, errors.New("a scenario needs at least one message, key and partition")
-	}
-	limit := env.Limit
-	if limit == 0 {
-		limit = 2 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	ctx, cancel := context.WithTimeout(ctx, env.limit())
 	defer cancel()
-
-	var (
-		mu    sync.Mutex
-		conns []*nats.Conn
-	)
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-	}()
-	connect := env.connect(&conns, &mu)
-	js, err := connect()
+	r, err := setUp(ctx, env, sc, &res)
 	if err != nil {
 		return res, err
 	}
-	// A group left by an earlier run (its configuration outlives the
-	// stream) goes first; cg and the reference keep it in the same place.
-	_, _ = cg.New(js).Delete(ctx, cg.KindStatic, Stream, Group)
-	_, _ = cg.New(js).Delete(ctx, cg.KindElastic, Stream, Group)
-	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return res, err
-	}
-	if err := createStream(ctx, js, jetstream.StreamConfig{
-		Name: Stream, Subjects: []string{"bench.*"},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "bench.*", Destination: fmt.Sprintf("{{partition(%d,1)}}.bench.{{wildcard(1)}}", sc.Partitions)},
-	}); err != nil {
-		return res, err
-	}
-	defer func() {
-		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = cg.New(js).Delete(cleanup, cg.KindStatic, Stream, Group)
-		_, _ = cg.New(js).Delete(cleanup, cg.KindElastic, Stream, Group)
-		_ = js.DeleteStream(cleanup, Stream)
-	}()
-
+	defer r.tearDown()
 	c := newCollector(sc.Messages, sc.Keys)
-	keys := make([]string, sc.Keys)
-	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
-	}
-	publish := func() error {
-		begin := time.Now()
-		for i := 0; i < sc.Messages; i++ {
-			k := i % sc.Keys
-			m := nats.NewMsg("bench." + keys[k])
-			m.Header.Set(KeyHeader, keys[k])
-			m.Header.Set(SeqHeader, strconv.Itoa(i/sc.Keys+1))
-			m.Header.Set(TimeHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
-			for {
-				_, err := js.PublishMsgAsync(m)
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-					return fmt.Errorf("publish: %w", err)
-				}
-				// The server is behind (a loaded machine): let the
-				// outstanding publishes land, then go on.
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-					return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), limit)
-				}
-			}
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-ctx.Done():
-			return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), limit)
-		}
-		res.PublishPerSec = float64(sc.Messages) / time.Since(begin).Seconds()
-		return nil
-	}
 	if sc.Preload {
-		if err := publish(); err != nil {
+		if err := r.publish(ctx); err != nil {
 			return res, err
 		}
 	}
 	begin := time.Now()
-	stop, err := start(ctx, connect, sc, c.handle)
+	if sc.Preload {
+		env.drain(true)
+	}
+	stop, err := start(ctx, r.connect, sc, c.handle)
 	if err != nil {
 		return res, fmt.Errorf("%s: start: %w", sc.Name(), err)
 	}
 	defer stop()
 	if !sc.Preload {
 		begin = time.Now()
-		if err := publish(); err != nil {
+		if err := r.publish(ctx); err != nil {
 			return res, err
 		}
 	}
@@ -260,11 +210,12 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 	case <-c.done:
 	case <-ctx.Done():
 		c.fill(&res)
-		return res, fmt.Errorf("%s: handled %d of %d messages within %v", sc.Name(), res.Handled, sc.Messages, limit)
+		return res, fmt.Errorf("%s: handled %d of %d messages within %v", sc.Name(), res.Handled, sc.Messages, env.limit())
 	}
 	c.fill(&res)
 	res.Elapsed = c.last.Sub(begin)
 	if sc.Preload {
+		env.drain(false)
 		// The clock starts at the first message handled, so that joining
 		// is not counted; the latencies are time spent in the stream.
 		res.Elapsed = c.last.Sub(c.first)
@@ -274,6 +225,121 @@ func Run(ctx context.Context, env Env, sc Scenario, start Starter) (Result, erro
 		res.MsgsPerSec = float64(res.Handled) / res.Elapsed.Seconds()
 	}
 	return res, nil
+}
+
+func (e Env) limit() time.Duration {
+	if e.Limit == 0 {
+		return 2 * time.Minute
+	}
+	return e.Limit
+}
+
+// run is one scenario's stream on the server and its connections.
+type run struct {
+	sc      Scenario
+	res     *Result
+	limit   time.Duration
+	js      jetstream.JetStream
+	connect func() (jetstream.JetStream, error)
+	mu      sync.Mutex
+	conns   []*nats.Conn
+}
+
+// setUp makes the scenario's stream afresh (removing what an earlier run
+// left) and the connection maker its systems use.
+func setUp(ctx context.Context, env Env, sc Scenario, res *Result) (*run, error) {
+	if sc.Messages < 1 || sc.Keys < 1 || sc.Partitions < 1 {
+		return nil, errors.New("a scenario needs at least one message, key and partition")
+	}
+	r := &run{sc: sc, res: res, limit: env.limit()}
+	r.connect = env.connect(&r.conns, &r.mu)
+	js, err := r.connect()
+	if err != nil {
+		r.closeConns()
+		return nil, err
+	}
+	r.js = js
+	// A group left by an earlier run (its configuration outlives the
+	// stream) goes first; cg and the reference keep it in the same place.
+	_, _ = cg.New(js).Delete(ctx, cg.KindStatic, Stream, Group)
+	_, _ = cg.New(js).Delete(ctx, cg.KindElastic, Stream, Group)
+	if err := js.DeleteStream(ctx, Stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		r.closeConns()
+		return nil, err
+	}
+	if err := createStream(ctx, js, jetstream.StreamConfig{
+		Name: Stream, Subjects: []string{"bench.*"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "bench.*", Destination: fmt.Sprintf("{{partition(%d,1)}}.bench.{{wildcard(1)}}", sc.Partitions)},
+	}); err != nil {
+		r.closeConns()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *run) closeConns() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, nc := range r.conns {
+		nc.Close()
+	}
+}
+
+// tearDown removes the run's group and stream and closes its connections.
+func (r *run) tearDown() {
+	cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = cg.New(r.js).Delete(cleanup, cg.KindStatic, Stream, Group)
+	_, _ = cg.New(r.js).Delete(cleanup, cg.KindElastic, Stream, Group)
+	_ = r.js.DeleteStream(cleanup, Stream)
+	r.closeConns()
+}
+
+// Keys are the run's keys, k0..k(n-1): key i's subject is bench.k<i>.
+func Keys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// publish publishes the scenario's messages as fast as the server takes
+// them: message i has key i % Keys.
+func (r *run) publish(ctx context.Context) error {
+	sc, js := r.sc, r.js
+	keys := Keys(sc.Keys)
+	begin := time.Now()
+	for i := 0; i < sc.Messages; i++ {
+		k := i % sc.Keys
+		m := nats.NewMsg("bench." + keys[k])
+		m.Header.Set(KeyHeader, keys[k])
+		m.Header.Set(SeqHeader, strconv.Itoa(i/sc.Keys+1))
+		m.Header.Set(TimeHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+		for {
+			_, err := js.PublishMsgAsync(m)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				return fmt.Errorf("publish: %w", err)
+			}
+			// The server is behind (a loaded machine): let the
+			// outstanding publishes land, then go on.
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), r.limit)
+			}
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return fmt.Errorf("%s: publish did not complete within %v", sc.Name(), r.limit)
+	}
+	r.res.PublishPerSec = float64(sc.Messages) / time.Since(begin).Seconds()
+	return nil
 }
 
 // collector checks per-key order and records latencies.
@@ -423,10 +489,16 @@ func startGroup(ctx context.Context, connect func() (jetstream.JetStream, error)
 	admin := cg.New(js)
 	consumer := func(m string) string { return cg.StaticConsumerName(Group, m) }
 	if k == cg.KindElastic {
-		_, err = admin.CreateElastic(ctx, Stream, Group, cg.ElasticConfig{MaxMembers: sc.Partitions, Members: members})
+		cfg := cg.ElasticConfig{MaxMembers: sc.Partitions, Members: members}
+		if err = elasticLayout(sc, &cfg); err == nil {
+			_, err = admin.CreateElastic(ctx, Stream, Group, cfg)
+		}
 		consumer = func(m string) string { return m }
 	} else {
-		_, err = admin.CreateStatic(ctx, Stream, Group, cg.StaticConfig{MaxMembers: sc.Partitions, Members: members})
+		cfg := cg.StaticConfig{MaxMembers: sc.Partitions, Members: members}
+		if err = staticLayout(sc, &cfg); err == nil {
+			_, err = admin.CreateStatic(ctx, Stream, Group, cfg)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -475,7 +547,7 @@ func StartPlain(ctx context.Context, connect func() (jetstream.JetStream, error)
 		return nil, err
 	}
 	filters := []string{">"}
-	if sc.Filters > 1 {
+	if sc.Filters > 1 || sc.PartitionFilter {
 		filters = filters[:0]
 		for p := 0; p < sc.Partitions; p++ {
 			filters = append(filters, strconv.Itoa(p)+".>")

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -270,6 +271,66 @@ func TestRunCounts(t *testing.T) {
 		// time spent waiting in the stream.
 		if live := !tc.sc.Preload; live && (r.P99 < r.P50 || r.P50 <= 0) || !live && r.P50 != 0 {
 			t.Fatalf("%s latency: %+v", tc.sc.Name(), r)
+		}
+	}
+}
+
+// BenchmarkKeys is the key-count matrix: 100 000 messages preloaded over
+// 1 000, 10 000 and 100 000 keys, 8 partitions, handler 0, drained by a
+// plain consumer on ">" (max ack pending 1000) and by one cg member owning
+// all 8 partitions with concurrency 32, static and elastic, in each group
+// layout this build can create. Every run is bounded (100 s; -short: 10 000
+// messages over at most 10 000 keys, 20 s): one that does not drain in
+// time reports the rate it reached and drained=0 instead of failing, since
+// a slow layout is what the matrix is there to show.
+func BenchmarkKeys(b *testing.B) {
+	s := natstest.RunServer(b)
+	limit, msgs := 100*time.Second, 100000
+	keyCounts := []int{1000, 10000, 100000}
+	if testing.Short() {
+		limit, msgs, keyCounts = 20*time.Second, 10000, []int{1000, 10000}
+	}
+	env := bench.Env{URL: s.ClientURL(), Limit: limit}
+	layouts := []string{bench.LayoutMember}
+	if bench.CheckLayout(bench.LayoutPartition) == nil {
+		layouts = append(layouts, bench.LayoutPartition)
+	}
+	bounded := func(b *testing.B, sc bench.Scenario, start bench.Starter) {
+		var rate float64
+		drained := 1.0
+		for range b.N {
+			r, err := bench.Run(context.Background(), env, sc, start)
+			switch {
+			case err == nil:
+				rate += r.MsgsPerSec / float64(b.N)
+			case r.Handled > 0 && r.Handled < sc.Messages:
+				drained = 0
+				rate += float64(r.Handled) / limit.Seconds() / float64(b.N)
+			default:
+				b.Fatal(err)
+			}
+			if r.Violations > 0 {
+				b.Fatalf("%s: %d per-key order violations", sc.Name(), r.Violations)
+			}
+		}
+		b.ReportMetric(rate, "msgs/s")
+		b.ReportMetric(drained, "drained")
+	}
+	for _, keys := range keyCounts {
+		base := bench.Scenario{Members: 1, Partitions: 8, Messages: msgs, Keys: keys, Preload: true}
+		plain := base
+		plain.System, plain.Filters, plain.MaxAckPending = bench.SystemPlain, 1, 1000
+		b.Run(fmt.Sprintf("keys=%d/plain", keys), func(b *testing.B) { bounded(b, plain, bench.StartPlain) })
+		for _, layout := range layouts {
+			for _, system := range []string{bench.SystemCG, bench.SystemElastic} {
+				sc := base
+				sc.System, sc.Concurrency, sc.Layout = system, 32, layout
+				start := bench.StartCG
+				if system == bench.SystemElastic {
+					start = bench.StartElastic
+				}
+				b.Run(fmt.Sprintf("keys=%d/%s/layout=%s/concurrency=32", keys, system, layout), func(b *testing.B) { bounded(b, sc, start) })
+			}
 		}
 	}
 }

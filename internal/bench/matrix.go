@@ -15,6 +15,8 @@ type Matrix struct {
 	Keys        int
 	// Preload publishes before the consumers start (Scenario.Preload).
 	Preload bool
+	// Layouts of the groups (nil: the member layout only).
+	Layouts []string
 }
 
 // Groups are the group scenarios of system, members × partitions ×
@@ -29,15 +31,21 @@ func (m Matrix) Groups(system string) []Scenario {
 						continue
 					}
 					cs := m.Concurrency
-					if (system != SystemCG && system != SystemElastic) || len(cs) == 0 {
+					if (system != SystemCG && system != SystemElastic && system != SystemCLI) || len(cs) == 0 {
 						cs = []int{1}
 					}
-					for _, c := range cs {
-						sc := Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload}
-						if c > 1 {
-							sc.Concurrency = c
+					layouts := m.Layouts
+					if len(layouts) == 0 {
+						layouts = []string{LayoutMember}
+					}
+					for _, l := range layouts {
+						for _, c := range cs {
+							sc := Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload, Layout: l}
+							if c > 1 {
+								sc.Concurrency = c
+							}
+							out = append(out, sc)
 						}
-						out = append(out, sc)
 					}
 				}
 			}

@@ -290,7 +290,7 @@ func (s *batchStage) accept(raw *nats.Msg) {
 	now := time.Now()
 	s.lastAccept = now
 	if s.barrier {
-		if md, err := raw.Metadata(); err == nil && md.NumDelivered == 1 && md.Sequence.Consumer > s.barrierAfter {
+		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter {
 			s.barrier = false
 		}
 	}

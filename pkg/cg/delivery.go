@@ -142,7 +142,7 @@ func (s bindingSink) admit(raw *nats.Msg) bool {
 		_ = raw.Nak()
 		return false
 	}
-	if md, err := raw.Metadata(); err == nil && md.NumDelivered > 1 && b.acked.has(md.Sequence.Stream) {
+	if delivered, seq, _, ok := ackSeqs(raw); ok && delivered > 1 && b.acked.has(seq) {
 		// Handled and acked already; the ack did not make it in
 		// time. Settle it again instead of handling it twice.
 		_ = raw.Ack()
@@ -174,8 +174,8 @@ func (s bindingSink) msg(raw *nats.Msg) jsMsg {
 }
 
 func (s bindingSink) acked(raw *nats.Msg) bool {
-	md, err := raw.Metadata()
-	return err == nil && s.b.acked.has(md.Sequence.Stream)
+	_, seq, _, ok := ackSeqs(raw)
+	return ok && s.b.acked.has(seq)
 }
 
 func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgress() }

@@ -141,6 +141,7 @@ func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
 	return joinedKey(staticKeyTokens(pt), "")
 }
 
+
 // wildcardRef reads a {{wildcard(n)}} token (any case and spacing).
 func wildcardRef(t string) (int, bool) {
 	t = strings.TrimSpace(t)
@@ -193,8 +194,13 @@ type laneStage struct {
 	holdFor   time.Duration // how long at most
 	keepEvery time.Duration // in-progress ack period of queued messages
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// cond wakes a worker for a ready key (one per key made ready) and
+	// every worker on a hand back or close; idle wakes wait once no call
+	// is in flight. One cond for both had every finished call wake every
+	// idle worker only for them to sleep again.
 	cond        *sync.Cond
+	idle        *sync.Cond
 	keys        map[string]*laneKey
 	ready       []*laneKey // keys that can run, in the order they became ready
 	queued      int
@@ -245,19 +251,13 @@ func (m *Member) newLaneStage(sink deliverySink) *laneStage {
 		keepDone:  make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.idle = sync.NewCond(&s.mu)
 	s.workers.Add(m.opts.Concurrency)
 	for range m.opts.Concurrency {
 		go s.work()
 	}
 	go s.keepAlive()
 	return s
-}
-
-func streamSeq(raw *nats.Msg) uint64 {
-	if md, err := raw.Metadata(); err == nil {
-		return md.Sequence.Stream
-	}
-	return 0
 }
 
 // canRun: the key has a message to hand over, none in flight, and is not
@@ -294,7 +294,7 @@ func (s *laneStage) accept(raw *nats.Msg) {
 	defer s.mu.Unlock()
 	s.lastAccept = time.Now()
 	if s.barrier {
-		if md, err := raw.Metadata(); err == nil && md.NumDelivered == 1 && md.Sequence.Consumer > s.barrierAfter {
+		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter {
 			s.liftBarrier()
 		}
 	}
@@ -432,7 +432,9 @@ func (s *laneStage) work() {
 			s.markReady(k)
 		}
 		s.forget(k)
-		s.cond.Broadcast()
+		if s.busy == 0 {
+			s.idle.Broadcast()
+		}
 	}
 }
 
@@ -525,7 +527,7 @@ func (s *laneStage) handBack() {
 func (s *laneStage) wait() bool {
 	s.mu.Lock()
 	for s.busy > 0 {
-		s.cond.Wait()
+		s.idle.Wait()
 	}
 	s.closed = true
 	s.cond.Broadcast()

@@ -63,8 +63,8 @@ func (j jsMsg) note() {
 	if j.acked == nil {
 		return
 	}
-	if md, err := j.m.Metadata(); err == nil {
-		j.acked.add(md.Sequence.Stream)
+	if _, seq, _, ok := ackSeqs(j.m); ok {
+		j.acked.add(seq)
 	}
 }
 

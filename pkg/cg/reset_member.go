@@ -9,14 +9,14 @@ import "github.com/nats-io/nats.go"
 // acked ones, so the binding forgets them. Called from the handler loop
 // only.
 func (b *binding) sawDelivery(raw *nats.Msg) {
-	md, err := raw.Metadata()
-	if err != nil {
+	_, _, cseq, ok := ackSeqs(raw)
+	if !ok {
 		return
 	}
-	if md.Sequence.Consumer < b.lastDSeq {
+	if cseq < b.lastDSeq {
 		b.acked.clear()
 	}
-	b.lastDSeq = md.Sequence.Consumer
+	b.lastDSeq = cseq
 }
 
 // clear empties the ring.

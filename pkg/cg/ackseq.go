@@ -1,0 +1,68 @@
+package cg
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ackSeqs reads a delivered message's delivery count and stream and
+// consumer sequences off its ack subject, as Metadata does, but without
+// allocating: the runtime asks for them several times a message (admit,
+// the lanes' order, the acked set), and Metadata builds a whole struct,
+// its strings and a timestamp each time. The subject is
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>, or
+// from newer servers $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.
+// <delivered>.<sseq>.<cseq>.<ts>.<pending>[.<token>].
+func ackSeqs(raw *nats.Msg) (delivered, stream, consumer uint64, ok bool) {
+	s := raw.Reply
+	if !strings.HasPrefix(s, "$JS.ACK.") {
+		return 0, 0, 0, false
+	}
+	// One pass: where each token starts (the dots before them).
+	var dots [16]int
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			if n == len(dots) {
+				return 0, 0, 0, false
+			}
+			dots[n] = i
+			n++
+		}
+	}
+	var at int // the token index of <delivered>
+	switch tokens := n + 1; {
+	case tokens == 9:
+		at = 4
+	case tokens >= 11:
+		at = 6
+	default:
+		return 0, 0, 0, false
+	}
+	var vals [3]uint64
+	for k := range vals {
+		v, good := parseUint(s[dots[at+k-1]+1 : dots[at+k]])
+		if !good {
+			return 0, 0, 0, false
+		}
+		vals[k] = v
+	}
+	return vals[0], vals[1], vals[2], true
+}
+
+func parseUint(s string) (uint64, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil
+}
+
+// streamSeq is raw's stream sequence (0 when raw is not a JetStream
+// delivery).
+func streamSeq(raw *nats.Msg) uint64 {
+	_, s, _, _ := ackSeqs(raw)
+	return s
+}
