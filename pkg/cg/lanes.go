@@ -141,7 +141,6 @@ func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
 	return joinedKey(staticKeyTokens(pt), "")
 }
 
-
 // wildcardRef reads a {{wildcard(n)}} token (any case and spacing).
 func wildcardRef(t string) (int, bool) {
 	t = strings.TrimSpace(t)
