@@ -25,16 +25,16 @@ func TestConsumeWhenConsumerOrStreamDeleted(t *testing.T) {
 	if err := e.js.DeleteConsumer(ctx, "ORDERS", "g-m1"); err != nil {
 		t.Fatal(err)
 	}
-	a.WaitErr(t, 5*time.Second, "recreated", func(errOut string) bool { return strings.Contains(errOut, "recreated it") })
+	a.WaitErr(t, 20*time.Second, "recreated", func(errOut string) bool { return strings.Contains(errOut, "recreated it") })
 	e.publish(2, "alice", "bob")
 	a.WaitOut(t, 10*time.Second, "2 more messages", func(out string) bool { return strings.Count(out, "acked") >= 5 })
 
 	if err := e.js.DeleteStream(ctx, "ORDERS"); err != nil {
 		t.Fatal(err)
 	}
-	code, ended := a.Within(t, 5*time.Second)
+	code, ended := a.Within(t, 20*time.Second)
 	if !ended {
-		t.Fatalf("consume still running 5s after its stream was deleted:\n%s", a.Err.String())
+		t.Fatalf("consume still running 20s after its stream was deleted:\n%s", a.Err.String())
 	}
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, a.Err.String())
