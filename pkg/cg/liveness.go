@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -159,22 +160,60 @@ func (m *Member) watchdog(b *binding) {
 		if m.pinnedID(b) != pin {
 			continue
 		}
+		// Held from before the unpin until the naks are sent: this
+		// instance's stage, first delivered to under the pin that
+		// follows, waits for them before it takes stock (handBackOrphans).
+		m.handOff.mu.Lock()
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 		s, err := m.c.js.Stream(ctx, m.cstream)
 		if err == nil {
 			err = s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
 		}
 		cancel()
+		handedBack := false
+		if err == nil {
+			if handedBack = m.nakOrphan(); handedBack {
+				m.handOff.at = time.Now()
+			}
+		}
+		m.handOff.mu.Unlock()
 		if err == nil {
 			delete(answered, pin)
 			misses = 0
 			reason := "the pinned instance (pin " + shortID(pin) + ") " + why + ": unpinned it so a standby takes over now"
-			if m.nakOrphan() {
+			if handedBack {
 				reason += ", and handed what it held unacked back for redelivery"
 			}
 			m.emit(Event{Kind: EventWarning, PinID: pin, Reason: reason})
 		}
 	}
+}
+
+// orphanHandOff is the watchdog's hand back of a lost pinned instance's
+// unacked window (nakOrphan), as this instance's concurrent stage needs to
+// know it when it is first delivered to under the pin that follows: a
+// second nak of the window would have the server redeliver again what is
+// already on its way here, each message one delivery further towards its
+// limit and the new pin's barrier held until they all came twice.
+type orphanHandOff struct {
+	mu sync.Mutex // held by the watchdog from the unpin until the naks are sent
+	at time.Time  // when the window was last handed back; zero once taken
+}
+
+// handOffFresh is how soon after the watchdog handed a window back a new
+// pin must be first delivered to for the window to count as handed back:
+// the server pins a waiting standby as soon as the unpin is done.
+const handOffFresh = time.Second
+
+// takeHandOff reports whether the watchdog has just handed back the
+// window of the instance it unpinned, waiting for it if it is under way,
+// and forgets it.
+func (m *Member) takeHandOff() bool {
+	m.handOff.mu.Lock()
+	defer m.handOff.mu.Unlock()
+	fresh := !m.handOff.at.IsZero() && time.Since(m.handOff.at) < handOffFresh
+	m.handOff.at = time.Time{}
+	return fresh
 }
 
 // serverPinOK is the member consumer's pin id as the server says, and
