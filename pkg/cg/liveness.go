@@ -306,3 +306,21 @@ func (m *Member) nakOrphan() bool {
 	}
 	return nc.FlushWithContext(ctx) == nil
 }
+
+// pullLostBeats is how many idle heartbeats in a row the outstanding pull
+// may miss before it is taken for lost.
+const pullLostBeats = 3
+
+// pullLost reports whether the outstanding pull request is lost: it asked
+// for idle heartbeats and nothing came for pullLostBeats of them. The server
+// that held it went away (a restart, or the loss of the node leading the
+// consumer: the client reconnects elsewhere and the new consumer leader
+// never had the request); asking again now, instead of at the request's
+// deadline (its expiry and a margin, 2s by default), lets the new leader
+// serve this instance, or refuse its pin, a fraction of a second after it
+// is elected. A pull asked again while the old one lives (heartbeats late
+// on a starved machine) only adds a waiting request.
+func (p *puller) pullLost() bool {
+	heard := max(p.sentAt.UnixNano(), p.lastHeard.Load())
+	return time.Duration(time.Now().UnixNano()-heard) > pullLostBeats*p.m.heartbeat()
+}

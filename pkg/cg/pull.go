@@ -274,7 +274,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 		case <-stop:
 			return
 		case <-tick.C:
-			if p.outstanding && time.Now().After(p.deadline) {
+			if p.outstanding && (time.Now().After(p.deadline) || p.pullLost()) {
 				p.outstanding = false
 			}
 		case msg := <-p.in:
