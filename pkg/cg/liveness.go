@@ -324,3 +324,131 @@ func (p *puller) pullLost() bool {
 	heard := max(p.sentAt.UnixNano(), p.lastHeard.Load())
 	return time.Duration(time.Now().UnixNano()-heard) > pullLostBeats*p.m.heartbeat()
 }
+
+// ackReplyWait is how long one try of a double ack waits for the server's
+// reply before the ack is sent again. The reply is lost, or nobody takes
+// the ack at all ("no responders"), when the consumer's leader changes
+// between the delivery and the ack (a node shut down, or in lame-duck mode
+// handing its leaderships over): the new leader has the message still
+// pending and takes the ack sent again. Without the retry the handler
+// waited out its whole deadline (2 s for the command line's consume), or
+// gave up at once and left the message to the ack wait, and every message
+// of its key waited behind it. An ack sent twice is harmless: the server
+// answers an ack of a message no longer pending.
+const ackReplyWait = 300 * time.Millisecond
+
+// ackNoLeaderFor bounds how long acks answered "no responders" are sent
+// again: longer than a leadership handover, short enough that an ack of a
+// message whose consumer was deleted fails soon.
+const ackNoLeaderFor = time.Second
+
+// ackSyncRetrying acks m and waits for the server's confirmation, sending
+// the ack again every ackReplyWait (every 50ms, for up to ackNoLeaderFor,
+// after "no responders") until one is confirmed or ctx ends.
+func ackSyncRetrying(ctx context.Context, m *nats.Msg) error {
+	var noLeaderSince time.Time
+	for {
+		tctx, cancel := context.WithTimeout(ctx, ackReplyWait)
+		err := m.AckSync(nats.Context(tctx))
+		cancel()
+		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		noLeader := errors.Is(err, nats.ErrNoResponders)
+		if noLeader && noLeaderSince.IsZero() {
+			noLeaderSince = time.Now()
+		}
+		switch {
+		case !lost && !noLeader:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case noLeader:
+			if time.Since(noLeaderSince) >= ackNoLeaderFor {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// lostDeliveries finds the deliveries a reconnect lost. A message the
+// server sent down a connection that then closed (its server stopping, or
+// closing its clients in lame-duck mode) never arrives, but the server
+// counts it delivered and pending: with max ack pending 1 nothing more of
+// the member comes until its ack wait runs out. So after a reconnect the
+// pinned instance compares what the consumer has delivered with the last
+// delivery it received, and naks what lies beyond, to be redelivered now
+// (one that was only late is then handled once: its redelivery finds it
+// acked). Owned by the pull loop.
+type lostDeliveries struct {
+	cseq, sseq uint64    // the highest consumer and stream sequence received
+	reconnects uint64    // the connection's reconnects when last looked at
+	checkAt    time.Time // when to compare, once a reconnect was seen
+}
+
+// lostCheckDelay lets deliveries sent around a reconnect arrive before the
+// consumer is asked what it has delivered.
+const lostCheckDelay = 200 * time.Millisecond
+
+func (l *lostDeliveries) note(msg *nats.Msg) {
+	if md, err := msg.Metadata(); err == nil {
+		l.cseq, l.sseq = max(l.cseq, md.Sequence.Consumer), max(l.sseq, md.Sequence.Stream)
+	}
+}
+
+// checkLost runs on each tick of the pull loop.
+func (p *puller) checkLost() {
+	l := &p.lost
+	if n := p.nc.Stats().Reconnects; n != l.reconnects {
+		l.reconnects = n
+		l.checkAt = time.Now().Add(lostCheckDelay)
+		return
+	}
+	if l.checkAt.IsZero() || time.Now().Before(l.checkAt) || !p.nc.IsConnected() {
+		return
+	}
+	l.checkAt = time.Time{}
+	if p.m.PinID() == "" || l.cseq == 0 {
+		return
+	}
+	if n := p.m.nakBeyond(l.cseq, l.sseq); n > 0 {
+		p.m.emit(Event{Kind: EventWarning, PinID: p.m.PinID(), Reason: fmt.Sprintf(
+			"the server delivered %d message(s) that never arrived (lost in a reconnect): handed them back for redelivery now rather than after the ack wait", n)})
+	}
+}
+
+// nakBeyond naks what the member consumer has delivered beyond consumer
+// sequence cseq (stream sequences after sseq), returning how many of its
+// deliveries that was.
+func (m *Member) nakBeyond(cseq, sseq uint64) int {
+	ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return 0
+	}
+	ci := cons.CachedInfo()
+	if ci.NumAckPending == 0 || ci.Delivered.Consumer <= cseq {
+		return 0
+	}
+	from := max(sseq, ci.AckFloor.Stream) + 1
+	upto := ci.Delivered.Stream
+	if from > upto {
+		return 0
+	}
+	from = max(from, upto-min(upto, maxOrphanNaks))
+	nc := m.c.Conn()
+	for seq := from; seq <= upto; seq++ {
+		subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
+		if nc.Publish(subj, []byte("-NAK")) != nil {
+			return 0
+		}
+	}
+	if nc.FlushWithContext(ctx) != nil {
+		return 0
+	}
+	return int(ci.Delivered.Consumer - cseq)
+}
