@@ -90,7 +90,8 @@ func TestLoadedFreezeWithLanes(t *testing.T) {
 	slices.Sort(parts)
 	var gaps []time.Duration
 	var redelivered []string
-	for range 3 {
+	later := 0 // third or later deliveries after any freeze
+	for round := range 3 {
 		p, _ := e.pinnedProc("m1")
 		e.busyWith(p, 60)
 		d := e.disrupt("SIGSTOP "+p.name+" under load", e.maxAckPending, "m1")
@@ -102,10 +103,15 @@ func TestLoadedFreezeWithLanes(t *testing.T) {
 			gaps = append(gaps, pg[part])
 		}
 		// What the frozen instance held is handed back once: its next
-		// delivery is its second.
+		// delivery is its second. Asserted for the first freeze only:
+		// in later ones a message may also have been handed back by the
+		// instance continued after the freeze before.
 		for _, l := range e.msgs("m1", d.start) {
 			if l.proc != p && l.Delivered > 2 {
-				redelivered = append(redelivered, fmt.Sprintf("%s#%d delivered %d times", l.Key, l.KeySeq, l.Delivered))
+				later++
+				if round == 0 {
+					redelivered = append(redelivered, fmt.Sprintf("%s#%d delivered %d times", l.Key, l.KeySeq, l.Delivered))
+				}
 			}
 		}
 		cont := time.Now()
@@ -125,10 +131,10 @@ func TestLoadedFreezeWithLanes(t *testing.T) {
 	}
 	med, mx := medianMax(gaps)
 	e.finish(members, func() string {
-		return fmt.Sprintf("partition_gaps=%s (median %v, max %v)", durations(gaps), med.Round(time.Millisecond), mx.Round(time.Millisecond))
+		return fmt.Sprintf("partition_gaps=%s (median %v, max %v) third_deliveries=%d", durations(gaps), med.Round(time.Millisecond), mx.Round(time.Millisecond), later)
 	})
 	if len(redelivered) > 0 {
-		t.Errorf("after a freeze the standby handled %d message(s) on their third delivery or later: %v", len(redelivered), firstN(redelivered, 10))
+		t.Errorf("after the first freeze the standby handled %d message(s) on their third delivery or later: %v", len(redelivered), firstN(redelivered, 10))
 	}
 	for i, g := range gaps {
 		if g > loadedGapLimit {

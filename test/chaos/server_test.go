@@ -227,6 +227,9 @@ func (e *env) resumedAfterElection(w *electionWatch, member string, since time.T
 		}
 		return !first.IsZero()
 	})
+	if first.Before(avail) {
+		avail = elected // one was there to handle after all
+	}
 	e.t.Logf("%s: new leader elected %v after the shutdown, a message to handle %v after that, the first handled %v after that",
 		member, elected.Sub(since).Round(time.Millisecond), avail.Sub(elected).Round(time.Millisecond), first.Sub(avail).Round(time.Millisecond))
 	return first.Sub(avail)
