@@ -58,9 +58,10 @@ chaos-concurrent:
 	CG_CHAOS_CONCURRENCY=8 go test -race -count=1 -timeout 15m ./test/chaos/
 
 # A rolling restart of a 3-node cluster in lame-duck mode under traffic
-# (docs/reliability.md), three times; about a minute.
+# (docs/reliability.md), three times; about a minute. Opt-in: not yet
+# reliable enough for the suite.
 chaos-rolling:
-	go test -race -count=3 -timeout 15m -run '^TestRollingRestartLameDuck$$' -v ./test/chaos/
+	CG_CHAOS_ROLLING=1 go test -race -count=3 -timeout 15m -run '^TestRollingRestartLameDuck$$' -v ./test/chaos/
 
 # Release builds use goreleaser from PATH; v2.15.1 is the newest that builds
 # with cg's Go. `make snapshot` builds every archive into dist/ (git-ignored)
