@@ -244,6 +244,8 @@ type batchStage struct {
 	pin          string
 	barrier      bool
 	barrierAfter uint64
+	barrierWant  int
+	barrierSeen  map[uint64]struct{}
 	barrierTill  time.Time
 	lastAccept   time.Time
 	timer        *time.Timer
@@ -290,8 +292,10 @@ func (s *batchStage) accept(raw *nats.Msg) {
 	now := time.Now()
 	s.lastAccept = now
 	if s.barrier {
-		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter {
-			s.barrier = false
+		s.barrierSeen[seq] = struct{}{}
+		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter || len(s.barrierSeen) >= s.barrierWant {
+			s.barrier, s.barrierSeen = false, nil
+			s.cond.Broadcast()
 		}
 	}
 	if s.handingBack && !s.owned {
@@ -323,12 +327,13 @@ func (s *batchStage) isHandingBack() bool {
 // newPin: first delivered to under pin; only the accept goroutine calls it.
 func (s *batchStage) newPin(pin string, first *nats.Msg) {
 	s.pin = pin
-	after, ok := s.sink.handBackOrphans(first)
+	after, pending, ok := s.sink.handBackOrphans(first)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	s.barrier, s.barrierAfter = true, after
+	s.barrierWant, s.barrierSeen = pending, map[uint64]struct{}{}
 	s.barrierTill = time.Now().Add(s.holdFor)
 	s.lastAccept = time.Now()
 	s.mu.Unlock()
@@ -592,7 +597,7 @@ func (s *batchStage) keepAlive() {
 			continue
 		}
 		if s.barrier && (now.Sub(s.lastAccept) >= barrierIdle || now.After(s.barrierTill)) {
-			s.barrier = false
+			s.barrier, s.barrierSeen = false, nil
 			s.cond.Broadcast()
 		}
 		for _, list := range [][]*batchItem{s.cur, s.queue} {

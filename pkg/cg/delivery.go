@@ -44,11 +44,16 @@ type deliverySink interface {
 	// sequences between the ack floor and raw's; the server ignores a nak
 	// of one already acked), so they are redelivered at once and ahead of
 	// anything new, instead of after the ack wait behind later messages
-	// of their keys. It returns the consumer sequence the consumer had
-	// delivered up to once the naks were sent: a message delivered new
-	// after it was delivered after every redelivery they caused. ok is
-	// false when nothing was left to hand back.
-	handBackOrphans(raw *nats.Msg) (after uint64, ok bool)
+	// of their keys. (When this instance's watchdog has just handed them
+	// back, having unpinned a lost instance, it waits for that and sends
+	// no naks of its own.) It returns the consumer sequence the consumer
+	// had delivered up to once the naks were sent: a message delivered
+	// new after it was delivered after every redelivery they caused; and
+	// how many messages were pending then: once the stage has been
+	// delivered that many under the new pin, it holds every one of them
+	// (nothing else can come ahead of later messages). ok is false when
+	// nothing was left to hand back.
+	handBackOrphans(raw *nats.Msg) (after uint64, pending int, ok bool)
 }
 
 // delivery is a stage. The runtime calls it from one goroutine (the
@@ -183,17 +188,18 @@ func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgre
 // maxOrphanNaks bounds the naks handBackOrphans sends.
 const maxOrphanNaks = 20000
 
-func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, bool) {
+func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, int, bool) {
 	m := s.m
 	md, err := raw.Metadata()
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
+	handedBack := m.takeHandOff()
 	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 	defer cancel()
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	ci := cons.CachedInfo()
 	upto := md.Sequence.Stream
@@ -202,23 +208,26 @@ func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, bool) {
 	}
 	from := ci.AckFloor.Stream + 1
 	if ci.NumAckPending <= 1 || from >= upto {
-		return 0, false
+		return 0, 0, false
 	}
-	from = max(from, upto-min(upto, maxOrphanNaks))
-	nc := m.c.Conn()
-	for seq := from; seq < upto; seq++ {
-		subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
-		_ = nc.Publish(subj, []byte("-NAK"))
+	if !handedBack {
+		from = max(from, upto-min(upto, maxOrphanNaks))
+		nc := m.c.Conn()
+		for seq := from; seq < upto; seq++ {
+			subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
+			_ = nc.Publish(subj, []byte("-NAK"))
+		}
+		_ = nc.FlushWithContext(ctx)
 	}
-	_ = nc.FlushWithContext(ctx)
 	// The server queues acks for the consumer's own goroutine: by the
 	// second answer of two in a row it has all but surely taken them in.
 	var after uint64
+	var pending int
 	for range 2 {
 		if cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); err != nil {
-			return 0, false
+			return 0, 0, false
 		}
-		after = cons.CachedInfo().Delivered.Consumer
+		after, pending = cons.CachedInfo().Delivered.Consumer, cons.CachedInfo().NumAckPending
 	}
-	return after, true
+	return after, pending, true
 }

@@ -211,10 +211,14 @@ type laneStage struct {
 	// it hands back what the previous pinned instance left unacked and
 	// holds every key (barrier) until a message delivered new after that
 	// (consumer sequence above barrierAfter) shows the redeliveries are
-	// all in, or nothing came for barrierIdle, or the hold bound passed.
+	// all in, or it has been delivered again every message that was
+	// pending (barrierWant, counted in barrierSeen), or nothing came for
+	// barrierIdle, or the hold bound passed.
 	pin          string
 	barrier      bool
 	barrierAfter uint64
+	barrierWant  int
+	barrierSeen  map[uint64]struct{}
 	barrierTill  time.Time
 	lastAccept   time.Time
 	workers      sync.WaitGroup
@@ -293,7 +297,13 @@ func (s *laneStage) accept(raw *nats.Msg) {
 	defer s.mu.Unlock()
 	s.lastAccept = time.Now()
 	if s.barrier {
+		s.barrierSeen[seq] = struct{}{}
 		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter {
+			s.liftBarrier()
+		} else if len(s.barrierSeen) >= s.barrierWant {
+			// Every message that was pending is here: a window full
+			// of redeliveries, which leaves the server nothing new to
+			// send until some are acked.
 			s.liftBarrier()
 		}
 	}
@@ -337,12 +347,13 @@ const barrierIdle = 300 * time.Millisecond
 // it, and only it writes s.pin).
 func (s *laneStage) newPin(pin string, first *nats.Msg) {
 	s.pin = pin
-	after, ok := s.sink.handBackOrphans(first)
+	after, pending, ok := s.sink.handBackOrphans(first)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	s.barrier, s.barrierAfter = true, after
+	s.barrierWant, s.barrierSeen = pending, map[uint64]struct{}{}
 	s.barrierTill = time.Now().Add(s.holdFor)
 	s.lastAccept = time.Now()
 	s.mu.Unlock()
@@ -350,7 +361,7 @@ func (s *laneStage) newPin(pin string, first *nats.Msg) {
 
 // liftBarrier lets every key run again. Under s.mu.
 func (s *laneStage) liftBarrier() {
-	s.barrier = false
+	s.barrier, s.barrierSeen = false, nil
 	for _, k := range s.keys {
 		s.markReady(k)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -159,22 +160,60 @@ func (m *Member) watchdog(b *binding) {
 		if m.pinnedID(b) != pin {
 			continue
 		}
+		// Held from before the unpin until the naks are sent: this
+		// instance's stage, first delivered to under the pin that
+		// follows, waits for them before it takes stock (handBackOrphans).
+		m.handOff.mu.Lock()
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 		s, err := m.c.js.Stream(ctx, m.cstream)
 		if err == nil {
 			err = s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
 		}
 		cancel()
+		handedBack := false
+		if err == nil {
+			if handedBack = m.nakOrphan(); handedBack {
+				m.handOff.at = time.Now()
+			}
+		}
+		m.handOff.mu.Unlock()
 		if err == nil {
 			delete(answered, pin)
 			misses = 0
 			reason := "the pinned instance (pin " + shortID(pin) + ") " + why + ": unpinned it so a standby takes over now"
-			if m.nakOrphan() {
+			if handedBack {
 				reason += ", and handed what it held unacked back for redelivery"
 			}
 			m.emit(Event{Kind: EventWarning, PinID: pin, Reason: reason})
 		}
 	}
+}
+
+// orphanHandOff is the watchdog's hand back of a lost pinned instance's
+// unacked window (nakOrphan), as this instance's concurrent stage needs to
+// know it when it is first delivered to under the pin that follows: a
+// second nak of the window would have the server redeliver again what is
+// already on its way here, each message one delivery further towards its
+// limit and the new pin's barrier held until they all came twice.
+type orphanHandOff struct {
+	mu sync.Mutex // held by the watchdog from the unpin until the naks are sent
+	at time.Time  // when the window was last handed back; zero once taken
+}
+
+// handOffFresh is how soon after the watchdog handed a window back a new
+// pin must be first delivered to for the window to count as handed back:
+// the server pins a waiting standby as soon as the unpin is done.
+const handOffFresh = time.Second
+
+// takeHandOff reports whether the watchdog has just handed back the
+// window of the instance it unpinned, waiting for it if it is under way,
+// and forgets it.
+func (m *Member) takeHandOff() bool {
+	m.handOff.mu.Lock()
+	defer m.handOff.mu.Unlock()
+	fresh := !m.handOff.at.IsZero() && time.Since(m.handOff.at) < handOffFresh
+	m.handOff.at = time.Time{}
+	return fresh
 }
 
 // serverPinOK is the member consumer's pin id as the server says, and
@@ -266,4 +305,150 @@ func (m *Member) nakOrphan() bool {
 		}
 	}
 	return nc.FlushWithContext(ctx) == nil
+}
+
+// pullLostBeats is how many idle heartbeats in a row the outstanding pull
+// may miss before it is taken for lost.
+const pullLostBeats = 3
+
+// pullLost reports whether the outstanding pull request is lost: it asked
+// for idle heartbeats and nothing came for pullLostBeats of them. The server
+// that held it went away (a restart, or the loss of the node leading the
+// consumer: the client reconnects elsewhere and the new consumer leader
+// never had the request); asking again now, instead of at the request's
+// deadline (its expiry and a margin, 2s by default), lets the new leader
+// serve this instance, or refuse its pin, a fraction of a second after it
+// is elected. A pull asked again while the old one lives (heartbeats late
+// on a starved machine) only adds a waiting request.
+func (p *puller) pullLost() bool {
+	heard := max(p.sentAt.UnixNano(), p.lastHeard.Load())
+	return time.Duration(time.Now().UnixNano()-heard) > pullLostBeats*p.m.heartbeat()
+}
+
+// ackReplyWait is how long one try of a double ack waits for the server's
+// reply before the ack is sent again. The reply is lost, or nobody takes
+// the ack at all ("no responders"), when the consumer's leader changes
+// between the delivery and the ack (a node shut down, or in lame-duck mode
+// handing its leaderships over): the new leader has the message still
+// pending and takes the ack sent again. Without the retry the handler
+// waited out its whole deadline (2 s for the command line's consume), or
+// gave up at once and left the message to the ack wait, and every message
+// of its key waited behind it. An ack sent twice is harmless: the server
+// answers an ack of a message no longer pending.
+const ackReplyWait = 300 * time.Millisecond
+
+// ackNoLeaderFor bounds how long acks answered "no responders" are sent
+// again: longer than a leadership handover, short enough that an ack of a
+// message whose consumer was deleted fails soon.
+const ackNoLeaderFor = time.Second
+
+// ackSyncRetrying acks m and waits for the server's confirmation, sending
+// the ack again every ackReplyWait (every 50ms, for up to ackNoLeaderFor,
+// after "no responders") until one is confirmed or ctx ends.
+func ackSyncRetrying(ctx context.Context, m *nats.Msg) error {
+	var noLeaderSince time.Time
+	for {
+		tctx, cancel := context.WithTimeout(ctx, ackReplyWait)
+		err := m.AckSync(nats.Context(tctx))
+		cancel()
+		lost := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		noLeader := errors.Is(err, nats.ErrNoResponders)
+		if noLeader && noLeaderSince.IsZero() {
+			noLeaderSince = time.Now()
+		}
+		switch {
+		case !lost && !noLeader:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case noLeader:
+			if time.Since(noLeaderSince) >= ackNoLeaderFor {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// lostDeliveries finds the deliveries a reconnect lost. A message the
+// server sent down a connection that then closed (its server stopping, or
+// closing its clients in lame-duck mode) never arrives, but the server
+// counts it delivered and pending: with max ack pending 1 nothing more of
+// the member comes until its ack wait runs out. So after a reconnect the
+// pinned instance compares what the consumer has delivered with the last
+// delivery it received, and naks what lies beyond, to be redelivered now
+// (one that was only late is then handled once: its redelivery finds it
+// acked). Owned by the pull loop.
+type lostDeliveries struct {
+	cseq, sseq uint64    // the highest consumer and stream sequence received
+	reconnects uint64    // the connection's reconnects when last looked at
+	checkAt    time.Time // when to compare, once a reconnect was seen
+}
+
+// lostCheckDelay lets deliveries sent around a reconnect arrive before the
+// consumer is asked what it has delivered.
+const lostCheckDelay = 200 * time.Millisecond
+
+func (l *lostDeliveries) note(msg *nats.Msg) {
+	if md, err := msg.Metadata(); err == nil {
+		l.cseq, l.sseq = max(l.cseq, md.Sequence.Consumer), max(l.sseq, md.Sequence.Stream)
+	}
+}
+
+// checkLost runs on each tick of the pull loop.
+func (p *puller) checkLost() {
+	l := &p.lost
+	if n := p.nc.Stats().Reconnects; n != l.reconnects {
+		l.reconnects = n
+		l.checkAt = time.Now().Add(lostCheckDelay)
+		return
+	}
+	if l.checkAt.IsZero() || time.Now().Before(l.checkAt) || !p.nc.IsConnected() {
+		return
+	}
+	l.checkAt = time.Time{}
+	if p.m.PinID() == "" || l.cseq == 0 {
+		return
+	}
+	if n := p.m.nakBeyond(l.cseq, l.sseq); n > 0 {
+		p.m.emit(Event{Kind: EventWarning, PinID: p.m.PinID(), Reason: fmt.Sprintf(
+			"the server delivered %d message(s) that never arrived (lost in a reconnect): handed them back for redelivery now rather than after the ack wait", n)})
+	}
+}
+
+// nakBeyond naks what the member consumer has delivered beyond consumer
+// sequence cseq (stream sequences after sseq), returning how many of its
+// deliveries that was.
+func (m *Member) nakBeyond(cseq, sseq uint64) int {
+	ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return 0
+	}
+	ci := cons.CachedInfo()
+	if ci.NumAckPending == 0 || ci.Delivered.Consumer <= cseq {
+		return 0
+	}
+	from := max(sseq, ci.AckFloor.Stream) + 1
+	upto := ci.Delivered.Stream
+	if from > upto {
+		return 0
+	}
+	from = max(from, upto-min(upto, maxOrphanNaks))
+	nc := m.c.Conn()
+	for seq := from; seq <= upto; seq++ {
+		subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
+		if nc.Publish(subj, []byte("-NAK")) != nil {
+			return 0
+		}
+	}
+	if nc.FlushWithContext(ctx) != nil {
+		return 0
+	}
+	return int(ci.Delivered.Consumer - cseq)
 }

@@ -260,6 +260,7 @@ type Member struct {
 
 	watcher  jetstream.KeyWatcher
 	stopping atomic.Bool
+	handOff  orphanHandOff // the watchdog's hand back of a lost pin's window (liveness.go)
 
 	mu         sync.Mutex
 	partitions []int

@@ -144,7 +144,7 @@ func (j jsMsg) DoubleAck(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, doubleAckTimeout)
 		defer cancel()
 	}
-	err := j.m.AckSync(nats.Context(ctx))
+	err := ackSyncRetrying(ctx, j.m)
 	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		// A timed-out ack may still have been applied: either way the
 		// message was handled, and a redelivery is settled, not handled.
@@ -212,6 +212,7 @@ type puller struct {
 	received    int
 	deadline    time.Time
 	retryAt     time.Time
+	lost        lostDeliveries // deliveries a reconnect may have lost (liveness.go)
 }
 
 func newPuller(m *Member) (*puller, error) {
@@ -274,15 +275,17 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 		case <-stop:
 			return
 		case <-tick.C:
-			if p.outstanding && time.Now().After(p.deadline) {
+			if p.outstanding && (time.Now().After(p.deadline) || p.pullLost()) {
 				p.outstanding = false
 			}
+			p.checkLost()
 		case msg := <-p.in:
 			p.lastHeard.Store(time.Now().UnixNano())
 			if p.status(msg) {
 				continue
 			}
 			p.good()
+			p.lost.note(msg)
 			p.received++
 			if p.received >= p.batch {
 				p.outstanding = false

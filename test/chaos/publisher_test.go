@@ -100,6 +100,14 @@ func (p *publisher) run(ctx context.Context) {
 	}
 }
 
+// publishAckWait is how long a publish waits for the stream's ack before
+// it is sent again (the message id makes a second copy a duplicate the
+// stream drops). A publish lost with the server it went to (a restart, a
+// cluster node shut down) would otherwise leave every partition without
+// new messages for this long, which the scenarios would take for a
+// failover gap of the members.
+const publishAckWait = 500 * time.Millisecond
+
 func (p *publisher) publishOne(ctx context.Context, key string) bool {
 	p.mu.Lock()
 	seq := p.last[key] + 1
@@ -109,7 +117,7 @@ func (p *publisher) publishOne(ctx context.Context, key string) bool {
 	msg.Header.Set(keySeqHeader, strconv.FormatUint(seq, 10))
 	id := fmt.Sprintf("%s-%d", key, seq)
 	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		actx, cancel := context.WithTimeout(ctx, publishAckWait)
 		ack, err := p.js.PublishMsg(actx, msg, jetstream.WithMsgID(id))
 		cancel()
 		if err == nil {

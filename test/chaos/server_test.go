@@ -2,11 +2,16 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -67,6 +72,7 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 
 	// Round 1 takes down the node leading the stream; round 2 the node
 	// leading m1's consumer, which holds the pin.
+	var resumed time.Duration
 	for round := range 2 {
 		var leader string
 		e.waitFor("a stream leader", 20*time.Second, func() bool {
@@ -91,6 +97,10 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 		port := c.Servers[i].Addr().(*net.TCPAddr).Port
 		what := map[int]string{0: "stream", 1: "m1's consumer"}[round]
 
+		var el *electionWatch
+		if round == 1 {
+			el = e.watchElections(c.Servers[(i+1)%len(c.Servers)].ClientURL())
+		}
 		d := e.disrupt("shut down "+leader+", leading the "+what, 2*e.maxAckPending, "m1", "m2")
 		c.Servers[i].Shutdown()
 		c.Servers[i].WaitForShutdown()
@@ -100,6 +110,9 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 			return l != "" && l != leader
 		})
 		e.waitHandled("members handling without "+leader, down, 5, 30*time.Second, "m1", "m2")
+		if el != nil {
+			resumed = e.resumedAfterElection(el, "m1", d.start)
+		}
 		e.recovered(d)
 		e.steady(d.end, 30, "m1", "m2")
 
@@ -115,7 +128,111 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 		e.recovered(d2)
 		e.steady(d2.end, 30, "m1", "m2")
 	}
-	e.finish([]string{"m1", "m2"}, nil)
+	e.finish([]string{"m1", "m2"}, func() string {
+		return fmt.Sprintf("resumed_after_election=%v", resumed.Round(time.Millisecond))
+	})
+	// The election is the server's; what follows it is cg's.
+	if resumed > resumeLimit {
+		t.Errorf("m1 handled its first message %v after its consumer's new leader was elected, want at most %v", resumed, resumeLimit)
+	}
+}
+
+// resumeLimit is the most a member may take, after its consumer's new
+// leader (and the stream's, when the same node led both) was elected, to
+// handle a message again.
+const resumeLimit = time.Second
+
+// electionWatch records the leader-elected advisories of the stream and
+// its consumers, with the server's timestamps.
+type electionWatch struct {
+	mu      sync.Mutex
+	elected map[string]time.Time // "stream" or the consumer's name: the latest election
+}
+
+// watchElections subscribes to the leader-elected advisories through url
+// (a server that stays up) until the test ends.
+func (e *env) watchElections(url string) *electionWatch {
+	e.t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		e.t.Fatalf("connect %s: %v", url, err)
+	}
+	e.t.Cleanup(nc.Close)
+	w := &electionWatch{elected: map[string]time.Time{}}
+	on := func(what func(consumer string) string) nats.MsgHandler {
+		return func(m *nats.Msg) {
+			var ev struct {
+				Time     time.Time `json:"timestamp"`
+				Consumer string    `json:"consumer"`
+			}
+			if json.Unmarshal(m.Data, &ev) != nil {
+				return
+			}
+			w.mu.Lock()
+			w.elected[what(ev.Consumer)] = ev.Time
+			w.mu.Unlock()
+		}
+	}
+	for subj, what := range map[string]func(string) string{
+		"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + streamName:          func(string) string { return "stream" },
+		"$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED." + streamName + ".*": func(c string) string { return c },
+	} {
+		if _, err := nc.Subscribe(subj, on(what)); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	return w
+}
+
+// resumedAfterElection is how long after the election that let member's
+// messages flow again (its consumer's new leader, or the stream's when
+// that came later) member handled its first message.
+func (e *env) resumedAfterElection(w *electionWatch, member string, since time.Time) time.Duration {
+	e.t.Helper()
+	_, consumer := e.memberConsumer(member)
+	var elected time.Time
+	e.waitFor("the leader-elected advisory of "+consumer, 10*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		elected = w.elected[consumer]
+		if st := w.elected["stream"]; st.After(elected) {
+			elected = st
+		}
+		return elected.After(since)
+	})
+	// Nothing can be handled before a message is stored: the traffic
+	// may have stalled too (its publish lost with the server).
+	avail := elected
+	e.waitFor("a publish acknowledged after the election", 30*time.Second, func() bool {
+		e.pub.mu.Lock()
+		defer e.pub.mu.Unlock()
+		i, _ := slices.BinarySearchFunc(e.pub.pubAt, elected, func(a, b time.Time) int { return a.Compare(b) })
+		if i == len(e.pub.pubAt) {
+			return false
+		}
+		if i > 0 && elected.Sub(e.pub.pubAt[i-1]) > 100*time.Millisecond {
+			avail = e.pub.pubAt[i] // the traffic was stalled: none waiting
+		}
+		return true
+	})
+	var first time.Time
+	e.waitFor(member+" handling after the election", 30*time.Second, func() bool {
+		for _, l := range e.msgs(member, elected) {
+			if first.IsZero() || l.at.Before(first) {
+				first = l.at
+			}
+		}
+		return !first.IsZero()
+	})
+	if first.Before(avail) {
+		avail = elected // one was there to handle after all
+	}
+	e.t.Logf("%s: new leader elected %v after the shutdown, a message to handle %v after that, the first handled %v after that",
+		member, elected.Sub(since).Round(time.Millisecond), avail.Sub(elected).Round(time.Millisecond), first.Sub(avail).Round(time.Millisecond))
+	return first.Sub(avail)
 }
 
 // streamCluster is the stream's leader and how many followers are current.

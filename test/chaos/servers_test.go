@@ -65,8 +65,15 @@ func restartServer(t *testing.T, o *server.Options) *server.Server {
 // ports for each attempt, and waits for its meta leader.
 func startCluster(t *testing.T, n int) *natstest.Cluster {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with each server's options changed by
+// set (when not nil) before it starts.
+func startClusterWith(t *testing.T, n int, set func(*server.Options)) *natstest.Cluster {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		c, err := tryCluster(t, n)
+		c, err := tryCluster(t, n, set)
 		if err == nil {
 			if clitest.Poll(nil, 30*time.Second, func() bool {
 				return slices.ContainsFunc(c.Servers, (*server.Server).JetStreamIsLeader)
@@ -85,7 +92,7 @@ func startCluster(t *testing.T, n int) *natstest.Cluster {
 	}
 }
 
-func tryCluster(t *testing.T, n int) (*natstest.Cluster, error) {
+func tryCluster(t *testing.T, n int, set func(*server.Options)) (*natstest.Cluster, error) {
 	ports := make([]int, n)
 	routes := make([]string, n)
 	for i := range ports {
@@ -100,6 +107,9 @@ func tryCluster(t *testing.T, n int) (*natstest.Cluster, error) {
 		o.Cluster.Host = "127.0.0.1"
 		o.Cluster.Port = ports[i]
 		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		if set != nil {
+			set(o)
+		}
 		s, err := startServer(t, o)
 		if err != nil {
 			return c, err
