@@ -1,19 +1,33 @@
 package bench_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/cmd/bench"
 	"github.com/cg-dev/cg/internal/clitest"
 )
 
+// runBench runs a bench matrix. Its runs are bounded one by one by the
+// bench's own --run-limit, so that a slow machine fails a run by name
+// rather than the whole matrix by clitest.Run's 60 s, which the runs of a
+// matrix together may pass on a loaded machine (8 runs took 60 s at a
+// load of 25 on 2 cores).
+func runBench(t *testing.T, args ...string) clitest.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	return clitest.RunCtx(ctx, cmd.Run, clitest.Env(), append(args, "--run-limit", "40s")...)
+}
+
 // A tiny matrix end to end: every run listed, every message handled once
 // in per-key order, and the groups set beside the plain consumer.
 func TestBenchJSON(t *testing.T) {
-	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench",
+	r := runBench(t, "--json", "bench",
 		"--messages", "200", "--keys", "20", "--members", "1,2", "--partitions", "2", "--max-ack-pending", "1,100")
 	if r.Code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
@@ -44,7 +58,7 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchTable(t *testing.T) {
-	r := clitest.Run(t, cmd.Run, clitest.Env(), "bench", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
+	r := runBench(t, "bench", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
 	if r.Code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
 	}
@@ -65,7 +79,7 @@ func TestBenchTable(t *testing.T) {
 // --concurrency: each cg run once per value, concurrent members with cg's
 // own max ack pending, per-key order kept.
 func TestBenchConcurrency(t *testing.T) {
-	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--messages", "400", "--keys", "20", "--members", "1", "--partitions", "4", "--concurrency", "1,8")
+	r := runBench(t, "--json", "bench", "--messages", "400", "--keys", "20", "--members", "1", "--partitions", "4", "--concurrency", "1,8")
 	if r.Code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
 	}
@@ -91,7 +105,7 @@ func TestBenchConcurrency(t *testing.T) {
 
 // --preload: the rate alone, no latency columns.
 func TestBenchPreload(t *testing.T) {
-	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--preload", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
+	r := runBench(t, "--json", "bench", "--preload", "--messages", "200", "--keys", "20", "--members", "2", "--partitions", "2")
 	if r.Code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
 	}
