@@ -156,20 +156,14 @@ func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget
 	}
 	var out []checkTarget
 	for _, g := range refs {
-		kv, err := r.c.bucket(ctx, kindBucket(g.Kind))
+		sg, err := r.c.findGroup(ctx, g.KindOf(), g.Stream, g.Group)
 		if errors.Is(err, ErrGroupNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		e, err := kv.Get(ctx, Key(g.Stream, g.Group))
-		if isNotFound(err) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read group %s from %s: %w", Key(g.Stream, g.Group), kindBucket(g.Kind), err)
-		}
+		e := sg.entry
 		out = append(out, checkTarget{kind: g.Kind, stream: g.Stream, group: g.Group, raw: e.Value()})
 	}
 	slices.SortStableFunc(out, func(a, b checkTarget) int {
@@ -268,6 +262,11 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 		}
 		for _, m := range cfg.MemberNames() {
 			names[StaticConsumerName(g, m)] = true
+		}
+		if cfg.LayoutOf() == LayoutPartition {
+			for p := range cfg.MaxMembers {
+				names[PartitionConsumerName(g, p)] = true
+			}
 		}
 	}
 	if r.staticNames == nil {

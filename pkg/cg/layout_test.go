@@ -1,0 +1,366 @@
+package cg_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/natstest"
+)
+
+// layoutStatic makes static group g over ORDERS (10 partitions) with the
+// partition layout, and returns a maker of clients on their own
+// connections, as separate processes would have.
+func layoutStatic(t *testing.T, members ...string) (*cg.Client, jetstream.JetStream, func() *cg.Client, func() (*cg.Client, func())) {
+	t.Helper()
+	s, c, js := setup(t)
+	if _, err := c.CreateStatic(ctxT(t), "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: members, Layout: cg.LayoutPartition}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() *cg.Client {
+		cl, _ := cg.NewFromConn(natstest.Connect(t, s), "")
+		return cl
+	}
+	killable := func() (*cg.Client, func()) {
+		nc := natstest.Connect(t, s)
+		cl, _ := cg.NewFromConn(nc, "")
+		return cl, nc.Close
+	}
+	return c, js, fresh, killable
+}
+
+// pinsOf is the union of the instances' pins, failing on a partition two
+// of them believe they hold.
+func pinsOf(t *testing.T, ms ...*cg.Member) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	for _, m := range ms {
+		for p, pin := range m.Pins() {
+			if other, dup := out[p]; dup && other == pin {
+				t.Fatalf("partition %d: pin %s held by two instances", p, pin)
+			}
+			out[p] = pin
+		}
+	}
+	return out
+}
+
+func streamConsumers(t *testing.T, js jetstream.JetStream, stream string) []string {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for n := range s.ListConsumers(context.Background()).Info() {
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func partitionNames(group string, n int) []string {
+	var out []string
+	for p := range n {
+		out = append(out, cg.PartitionConsumerName(group, p))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestLayoutStaticExactlyOnceInOrderAcrossInstances(t *testing.T) {
+	c, js, fresh, _ := layoutStatic(t, "m1", "m2")
+	ctx := ctxT(t)
+	l := newLedger()
+	byMember := map[string][]*cg.Member{}
+	for _, inst := range []string{"m1a", "m1b", "m2a", "m2b"} {
+		member := inst[:2]
+		m, err := fresh().JoinStatic(ctx, "ORDERS", "g", member, l.handler(inst), cg.JoinOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		byMember[member] = append(byMember[member], m)
+	}
+	if got, want := streamConsumers(t, js, "ORDERS"), partitionNames("g", 10); !slices.Equal(got, want) {
+		t.Fatalf("consumers on ORDERS: %v, want one per partition %v", got, want)
+	}
+	pub := startPublisher(t, js, 20, 400, time.Millisecond)
+	<-pub.done
+	n := pub.n
+	natstest.Eventually(t, 30*time.Second, "every message handled", func() bool { return l.distinct() == n })
+	l.mu.Lock()
+	bad, dups := slices.Clone(l.bad), l.dups
+	l.mu.Unlock()
+	if len(bad) > 0 || dups > 0 {
+		t.Fatalf("%d order violations %v, %d duplicates", len(bad), bad, dups)
+	}
+	for member, ms := range byMember {
+		want := map[int]bool{}
+		for _, p := range ms[0].Partitions() {
+			want[p] = true
+		}
+		natstest.Eventually(t, 10*time.Second, member+"'s partitions all pinned", func() bool {
+			pins := pinsOf(t, ms...)
+			if len(pins) != len(want) {
+				return false
+			}
+			for p := range pins {
+				if !want[p] {
+					t.Fatalf("%s holds the pin of partition %d, not its own", member, p)
+				}
+			}
+			return true
+		})
+	}
+	gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gi.Layout != "partition" || len(gi.Members) != 2 {
+		t.Fatalf("info: layout %q, %d members", gi.Layout, len(gi.Members))
+	}
+	for _, ms := range gi.Members {
+		if len(ms.PartitionConsumers) != 5 || !ms.Pinned || ms.Standbys != 1 {
+			t.Fatalf("member %s: %d partition consumers, pinned %v, standbys %d: %+v", ms.Member, len(ms.PartitionConsumers), ms.Pinned, ms.Standbys, ms)
+		}
+		for _, pc := range ms.PartitionConsumers {
+			if !pc.Exists || !pc.Pinned || pc.Waiting != 2 {
+				t.Fatalf("partition %d: %+v", pc.Partition, pc)
+			}
+		}
+	}
+}
+
+// Closing the connection of the instance pinned on some partitions fails
+// those partitions over to the other instance within a second, losing
+// nothing and keeping per-key order.
+func TestLayoutStaticFailoverOfSomePartitions(t *testing.T) {
+	_, js, _, killable := layoutStatic(t, "m1")
+	ctx := ctxT(t)
+	l := newLedger()
+	ca, killA := killable()
+	a, err := ca.JoinStatic(ctx, "ORDERS", "g", "m1", l.handler("a"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	// Pins are seen on the first message under them: traffic on every
+	// partition (40 keys cover the 10).
+	pub := startPublisher(t, js, 40, 100000, 2*time.Millisecond)
+	natstest.Eventually(t, 10*time.Second, "a pinned on every partition", func() bool { return len(a.Pins()) == 10 })
+	cb, _ := killable()
+	b, err := cb.JoinStatic(ctx, "ORDERS", "g", "m1", l.handler("b"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	natstest.Eventually(t, 10*time.Second, "traffic handled by a", func() bool { return l.distinct() > 50 })
+	killA()
+	killed := time.Now()
+	natstest.Eventually(t, 10*time.Second, "b pinned on every partition", func() bool { return len(b.Pins()) == 10 })
+	took := time.Since(killed)
+	t.Logf("all 10 partitions failed over %v after the kill", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Fatalf("failover of the killed instance's partitions took %v, want under 1s", took)
+	}
+	time.Sleep(100 * time.Millisecond) // traffic after the failover, on purpose
+	n := pub.finish()
+	natstest.Eventually(t, 30*time.Second, "every message handled", func() bool { return l.distinct() == n })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bad) > 0 {
+		t.Fatalf("order violations: %v", l.bad)
+	}
+	t.Logf("%d messages, %d seen twice around the failover", n, l.dups)
+}
+
+// A step-down unpins every partition consumer of the member: each gets a
+// new pin.
+func TestLayoutStepDownUnpinsEveryPartition(t *testing.T) {
+	c, js, fresh, _ := layoutStatic(t, "m1", "m2")
+	ctx := ctxT(t)
+	l := newLedger()
+	a, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", l.handler("a"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	b, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", l.handler("b"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	pub := startPublisher(t, js, 40, 100000, 2*time.Millisecond)
+	defer pub.finish()
+	var before map[int]string
+	natstest.Eventually(t, 10*time.Second, "m1's 5 partitions pinned", func() bool {
+		before = pinsOf(t, a, b)
+		return len(before) == 5
+	})
+	res, err := c.StepDown(ctx, cg.KindStatic, "ORDERS", "g", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Consumers) != 5 || res.NothingPinned {
+		t.Fatalf("step-down: %+v, want 5 partition consumers unpinned", res)
+	}
+	natstest.Eventually(t, 10*time.Second, "every partition pinned again under a new pin", func() bool {
+		now := pinsOf(t, a, b)
+		if len(now) != 5 {
+			return false
+		}
+		for p, pin := range now {
+			if before[p] == pin {
+				return false
+			}
+		}
+		return true
+	})
+	res, err = c.StepDown(ctx, cg.KindStatic, "ORDERS", "g", "m2")
+	if err != nil || !res.NothingPinned {
+		t.Fatalf("step-down of a member with no instance: %+v %v", res, err)
+	}
+}
+
+func TestLayoutNameUniqueAcrossLayoutsAndStoredApart(t *testing.T) {
+	_, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}, Layout: cg.LayoutPartition}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); !errors.Is(err, cg.ErrGroupExists) || !strings.Contains(err.Error(), "partition layout") {
+		t.Fatalf("member-layout create over a partition-layout name: %v", err)
+	}
+	if _, err := c.CreateStatic(ctx, "ORDERS", "h", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStatic(ctx, "ORDERS", "h", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}, Layout: cg.LayoutPartition}); !errors.Is(err, cg.ErrGroupExists) {
+		t.Fatalf("partition-layout create over a member-layout name: %v", err)
+	}
+	// The reference's bucket holds only h, byte for byte as before.
+	kv, _ := js.KeyValue(ctx, cg.StaticBucket)
+	if _, err := kv.Get(ctx, "ORDERS.g"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("partition-layout group in the reference's bucket: %v", err)
+	}
+	if e, _ := kv.Get(ctx, "ORDERS.h"); string(e.Value()) != `{"max_members":10,"members":["m1"]}` {
+		t.Fatalf("member-layout value %s", e.Value())
+	}
+	pkv, _ := js.KeyValue(ctx, cg.StaticPartitionBucket)
+	if e, err := pkv.Get(ctx, "ORDERS.g"); err != nil || string(e.Value()) != `{"max_members":10,"members":["m1"],"layout":"partition"}` {
+		t.Fatalf("partition-layout value: %v %v", e, err)
+	}
+	refs, err := c.ListGroups(ctx)
+	if err != nil || len(refs) != 2 || refs[0].Layout != cg.LayoutPartition || refs[1].Layout != "" {
+		t.Fatalf("list: %+v %v", refs, err)
+	}
+	// Readers find either layout in one place.
+	cfg, err := c.Config(ctx, cg.KindStatic, "ORDERS", "g")
+	if err != nil || cfg.(cg.StaticConfig).LayoutOf() != cg.LayoutPartition {
+		t.Fatalf("config: %+v %v", cfg, err)
+	}
+	if _, err := c.CreateStatic(ctx, "ORDERS", "big", cg.StaticConfig{MaxMembers: cg.MaxLayoutPartitions + 1, Members: []string{"m1"}, Layout: cg.LayoutPartition}); !errors.Is(err, cg.ErrLayout) {
+		t.Fatalf("above the ceiling: %v", err)
+	}
+	res, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Config(ctx, cg.KindStatic, "ORDERS", "g"); !errors.Is(err, cg.ErrGroupNotFound) {
+		t.Fatalf("after delete: %v (%+v)", err, res)
+	}
+}
+
+func layoutElastic(t *testing.T, n int) (*cg.Client, jetstream.JetStream, func() *cg.Client) {
+	t.Helper()
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := cg.New(js)
+	if _, err := c.CreateElastic(ctx, "ORDERS", "g", cg.ElasticConfig{MaxMembers: n, Layout: cg.LayoutPartition,
+		PartitioningFilters: []cg.PartitioningFilter{{Filter: "orders.*", PartitioningWildcards: []int{1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() *cg.Client {
+		cl, _ := cg.NewFromConn(natstest.Connect(t, s), "")
+		return cl
+	}
+	return c, js, fresh
+}
+
+// Members added and dropped while traffic flows: every message is handled,
+// and no key's later message overtakes an earlier one across the moves.
+func TestLayoutElasticAddDropUnderTraffic(t *testing.T) {
+	c, js, fresh := layoutElastic(t, 6)
+	ctx := ctxT(t)
+	l := newLedger()
+	var mu sync.Mutex
+	handedOver := 0
+	start := func(name, member string) *cg.Member {
+		m, err := fresh().JoinElastic(ctx, "ORDERS", "g", member, l.handler(name), cg.JoinOptions{OnEvent: func(e cg.Event) {
+			if e.Kind == cg.EventPinLost && e.Cause == cg.CauseReleasedToRebalance {
+				mu.Lock()
+				handedOver++
+				mu.Unlock()
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
+	}
+	m1a, m1b := start("m1a", "m1"), start("m1b", "m1")
+	m2 := start("m2", "m2")
+	m3 := start("m3", "m3")
+	if _, err := c.AddMembers(ctx, "ORDERS", "g", []string{"m1"}); err != nil {
+		t.Fatal(err)
+	}
+	pub := startPublisher(t, js, 24, 100000, time.Millisecond)
+	natstest.Eventually(t, 10*time.Second, "m1 pinned on its 6 partitions", func() bool { return len(pinsOf(t, m1a, m1b)) == 6 })
+	natstest.Eventually(t, 10*time.Second, "traffic flows", func() bool { return l.distinct() > 100 })
+	if _, err := c.AddMembers(ctx, "ORDERS", "g", []string{"m2", "m3"}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, "m2 and m3 pinned on theirs", func() bool {
+		return len(m2.Pins()) == 2 && len(m3.Pins()) == 2 && len(pinsOf(t, m1a, m1b)) == 2
+	})
+	before := l.distinct()
+	natstest.Eventually(t, 10*time.Second, "traffic flows after the add", func() bool { return l.distinct() > before+100 })
+	if _, err := c.DropMembers(ctx, "ORDERS", "g", []string{"m1"}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, "m2 and m3 pinned on all", func() bool {
+		return len(m2.Pins()) == 3 && len(m3.Pins()) == 3 && len(pinsOf(t, m1a, m1b)) == 0
+	})
+	before = l.distinct()
+	natstest.Eventually(t, 10*time.Second, "traffic flows after the drop", func() bool { return l.distinct() > before+100 })
+	n := pub.finish()
+	natstest.Eventually(t, 30*time.Second, "every message handled", func() bool { return l.distinct() == n })
+	l.mu.Lock()
+	bad, dups := slices.Clone(l.bad), l.dups
+	l.mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("%d order violations across the moves: %v", len(bad), bad[:min(len(bad), 5)])
+	}
+	mu.Lock()
+	t.Logf("%d messages, %d seen twice, %d pins handed over", n, dups, handedOver)
+	if handedOver == 0 {
+		t.Fatal("no partition was handed over by its old owner")
+	}
+	mu.Unlock()
+	if got, want := streamConsumers(t, js, "ORDERS-g"), partitionNames("g", 6); !slices.Equal(got, want) {
+		t.Fatalf("consumers on the work stream: %v, want %v", got, want)
+	}
+}
