@@ -581,10 +581,10 @@ func (m *Member) handleLoop(b *binding) {
 type releaseHow int
 
 const (
-	releaseKeep   releaseHow = iota // leave the pin to expire (or to others)
-	releaseUnpin                    // hand the pin over now
-	releaseDelete                   // delete the member consumer
-	releaseHandOver                 // hand the pin over to another member (a partition moved)
+	releaseKeep     releaseHow = iota // leave the pin to expire (or to others)
+	releaseUnpin                      // hand the pin over now
+	releaseDelete                     // delete the member consumer
+	releaseHandOver                   // hand the pin over to another member (a partition moved)
 )
 
 // release detaches from the consumer: it asks for nothing more but keeps
