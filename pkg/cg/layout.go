@@ -188,3 +188,15 @@ func (c *Client) otherLayoutHas(ctx context.Context, k Kind, stream, group strin
 	}
 	return fmt.Errorf("%w: %s group %q on %q exists with the %s layout; delete it first to recreate it with the %s layout", ErrGroupExists, k, group, stream, have, l.orDefault())
 }
+
+// LayoutOfConfig is the layout of a static or elastic configuration
+// (LayoutMember for anything else).
+func LayoutOfConfig(cfg GroupConfig) Layout {
+	switch c := cfg.(type) {
+	case StaticConfig:
+		return c.LayoutOf()
+	case ElasticConfig:
+		return c.LayoutOf()
+	}
+	return LayoutMember
+}

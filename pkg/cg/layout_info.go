@@ -51,7 +51,7 @@ func (c *Client) layoutInfo(ctx context.Context, gi *GroupInfo, k Kind, cstream 
 				pc.Waiting, pc.Pending, pc.AckPending, pc.AckFloor = ci.NumWaiting, ci.NumPending, ci.NumAckPending, ci.AckFloor.Stream
 				for _, pg := range ci.PriorityGroups {
 					if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
-						pc.Pinned, pc.PinID = true, pg.PinnedClientID
+						pc.Pinned, pc.PinID, pc.PinnedSince = true, pg.PinnedClientID, pg.PinnedTS
 						if !ms.Pinned || pg.PinnedTS.Before(ms.PinnedSince) {
 							ms.PinnedSince = pg.PinnedTS
 						}

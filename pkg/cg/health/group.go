@@ -75,16 +75,17 @@ type MemberStatus struct {
 // PartitionConsumer is what the server shows of one partition's consumer
 // in a partition-layout group.
 type PartitionConsumer struct {
-	Partition  int    `json:"partition"`
-	Consumer   string `json:"consumer"`
-	Owner      string `json:"owner,omitempty"`
-	Exists     bool   `json:"exists"`
-	Pinned     bool   `json:"pinned"`
-	PinID      string `json:"pin_id,omitempty"`
-	Waiting    int    `json:"waiting"`
-	Pending    uint64 `json:"pending"`
-	AckPending int    `json:"ack_pending"`
-	AckFloor   uint64 `json:"ack_floor_stream_seq"`
+	Partition   int       `json:"partition"`
+	Consumer    string    `json:"consumer"`
+	Owner       string    `json:"owner,omitempty"`
+	Exists      bool      `json:"exists"`
+	Pinned      bool      `json:"pinned"`
+	PinID       string    `json:"pin_id,omitempty"`
+	PinnedSince time.Time `json:"pinned_since,omitzero"`
+	Waiting     int       `json:"waiting"`
+	Pending     uint64    `json:"pending"`
+	AckPending  int       `json:"ack_pending"`
+	AckFloor    uint64    `json:"ack_floor_stream_seq"`
 }
 
 // GroupInfo is a group's configuration and the state of its members.
