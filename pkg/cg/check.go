@@ -351,6 +351,9 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	if err != nil {
 		return append(out, failed(err))
 	}
+	if cfg.LayoutOf() == LayoutPartition {
+		return append(out, r.checkLayout(t, cfg, t.stream, cons, func(m string) string { return StaticConsumerName(t.group, m) })...)
+	}
 	own := map[string]bool{}
 	for _, m := range cfg.MemberNames() {
 		own[StaticConsumerName(t.group, m)] = true
@@ -396,6 +399,15 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 	cons, err := r.consumersOf(ctx, ws)
 	if err != nil {
 		return append(out, failed(err))
+	}
+	if cfg.LayoutOf() == LayoutPartition {
+		out = append(out, r.checkLayout(t, cfg, wsName, cons, func(m string) string { return m })...)
+		for _, name := range sortedKeys(cons) {
+			if !cfg.IsMember(name) && !isPartitionConsumerOf(name, t.group, cfg.MaxMembers) {
+				out = append(out, leftover(t, cons[name], wsName))
+			}
+		}
+		return out
 	}
 	out = append(out, r.checkMembers(ctx, t, cfg, ws, cons, func(m string) string { return m })...)
 	for _, name := range sortedKeys(cons) {

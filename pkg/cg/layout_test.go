@@ -364,3 +364,35 @@ func TestLayoutElasticAddDropUnderTraffic(t *testing.T) {
 		t.Fatalf("consumers on the work stream: %v, want %v", got, want)
 	}
 }
+
+// A reference-style member consumer beside a partition-layout group is
+// critical; the group's own partition consumers are fine.
+func TestLayoutCheckMemberConsumerIsCritical(t *testing.T) {
+	c, js, fresh, _ := layoutStatic(t, "m1", "m2")
+	ctx := ctxT(t)
+	for _, m := range []string{"m1", "m2"} {
+		inst, err := fresh().JoinStatic(ctx, "ORDERS", "g", m, func(_ context.Context, msg *cg.Msg) { _ = msg.Ack() }, cg.JoinOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(inst.Stop)
+	}
+	rep, err := c.Check(ctx, cg.CheckScope{Kind: "static", Stream: "ORDERS", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status() != cg.SeverityOK {
+		t.Fatalf("a healthy partition-layout group: %s %+v", rep.Status(), rep.Findings)
+	}
+	if _, err := js.CreateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: "g-m1", FilterSubjects: []string{"0.>", "1.>", "2.>", "3.>", "4.>"},
+		AckPolicy: jetstream.AckExplicitPolicy, PriorityGroups: []string{cg.PriorityGroup}, PriorityPolicy: jetstream.PriorityPolicyPinned, PinnedTTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = c.Check(ctx, cg.CheckScope{Kind: "static", Stream: "ORDERS", Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status() != cg.SeverityCritical || !hasCode(rep, cg.CodeLayoutMemberConsumer) {
+		t.Fatalf("member-layout consumer g-m1 beside the partition layout: %s %+v", rep.Status(), rep.Findings)
+	}
+}
