@@ -396,3 +396,181 @@ func TestLayoutCheckMemberConsumerIsCritical(t *testing.T) {
 		t.Fatalf("member-layout consumer g-m1 beside the partition layout: %s %+v", rep.Status(), rep.Findings)
 	}
 }
+
+// Lanes (concurrency per partition consumer) and ordered batches (of one
+// partition each) on the partition layout: every message once, per-key
+// order kept.
+func TestLayoutLanesAndBatches(t *testing.T) {
+	t.Run("lanes", func(t *testing.T) {
+		_, js, fresh, _ := layoutStatic(t, "m1", "m2")
+		ctx := ctxT(t)
+		l := newLedger()
+		for _, inst := range []string{"m1", "m2"} {
+			m, err := fresh().JoinStatic(ctx, "ORDERS", "g", inst, l.handler(inst), cg.JoinOptions{Concurrency: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(m.Stop)
+		}
+		pub := startPublisher(t, js, 30, 300, 0)
+		<-pub.done
+		natstest.Eventually(t, 30*time.Second, "every message handled", func() bool { return l.distinct() == pub.n })
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.bad) > 0 || l.dups > 0 {
+			t.Fatalf("order violations %v, %d duplicates", l.bad, l.dups)
+		}
+		cons, err := js.Consumer(ctx, "ORDERS", "g-p0")
+		if err != nil || cons.CachedInfo().Config.MaxAckPending != 16 {
+			t.Fatalf("partition consumer made for concurrency 4: %v %+v", err, cons)
+		}
+	})
+	t.Run("batches", func(t *testing.T) {
+		_, js, fresh, _ := layoutStatic(t, "m1")
+		ctx := ctxT(t)
+		l := newLedger()
+		var mu sync.Mutex
+		mixed := 0
+		h := l.handler("m1")
+		m, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", nil, cg.JoinOptions{Batch: &cg.BatchOptions{Size: 10, Handler: func(ctx context.Context, b *cg.Batch) error {
+			for _, msg := range b.Msgs {
+				if msg.Partition() != b.Msgs[0].Partition() {
+					mu.Lock()
+					mixed++
+					mu.Unlock()
+				}
+				h(ctx, msg) // records; its ack is refused inside a batch, the batch acks
+			}
+			return nil
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		pub := startPublisher(t, js, 30, 300, 0)
+		<-pub.done
+		natstest.Eventually(t, 30*time.Second, "every message handled", func() bool { return l.distinct() == pub.n })
+		natstest.Eventually(t, 10*time.Second, "every message acked", func() bool {
+			for p := range 10 {
+				cons, err := js.Consumer(ctx, "ORDERS", cg.PartitionConsumerName("g", p))
+				if err != nil || cons.CachedInfo().NumAckPending+int(cons.CachedInfo().NumPending) > 0 {
+					return false
+				}
+			}
+			return true
+		})
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(l.bad) > 0 || l.dups > 0 || mixed > 0 {
+			t.Fatalf("order violations %v, %d duplicates, %d messages batched with another partition's", l.bad, l.dups, mixed)
+		}
+	})
+}
+
+// A poison message is dead-lettered by the runtime of its partition; the
+// other messages of every partition are handled once.
+func TestLayoutPoisonDeadLetter(t *testing.T) {
+	_, js, fresh, _ := layoutStatic(t, "m1")
+	ctx := ctxT(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger()
+	h := l.handler("m1")
+	var mu sync.Mutex
+	deadLettered := 0
+	m, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", func(ctx context.Context, msg *cg.Msg) {
+		if msg.Subject() == "orders.k03" && msg.Headers().Get("Seq") == "2" {
+			_ = msg.Nak() // always fails: poison after 2 deliveries
+			return
+		}
+		h(ctx, msg)
+	}, cg.JoinOptions{Retry: &cg.RetryPolicy{MaxDeliver: 2, DeadLetter: "dlq.orders"}, OnEvent: func(e cg.Event) {
+		if e.Kind == cg.EventPoison && e.Cause == cg.CauseDeadLettered {
+			mu.Lock()
+			deadLettered++
+			mu.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	pub := startPublisher(t, js, 10, 100, 0)
+	<-pub.done
+	natstest.Eventually(t, 30*time.Second, "every other message handled, the poison one dead-lettered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return l.distinct() == pub.n-1 && deadLettered == 1
+	})
+	dlq, _ := js.Stream(ctx, "DLQ")
+	if info, err := dlq.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("dead letters stored: %+v %v", info, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bad) > 0 || l.dups > 0 {
+		t.Fatalf("order violations %v, %d duplicates", l.bad, l.dups)
+	}
+}
+
+// A reset moves each partition consumer of the group: one plan entry per
+// partition, and the running member handles everything from the target
+// again, in per-key order.
+func TestLayoutResetPerPartition(t *testing.T) {
+	c, js, fresh, _ := layoutStatic(t, "m1", "m2")
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	var seqs []uint64
+	h := func(_ context.Context, msg *cg.Msg) {
+		if md, err := msg.Metadata(); err == nil {
+			mu.Lock()
+			seqs = append(seqs, md.Sequence.Stream)
+			mu.Unlock()
+		}
+		_ = msg.Ack()
+	}
+	for _, member := range []string{"m1", "m2"} {
+		m, err := fresh().JoinStatic(ctx, "ORDERS", "g", member, h, cg.JoinOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+	}
+	publishN(t, js, 100)
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seqs)
+	}
+	natstest.Eventually(t, 30*time.Second, "100 handled", func() bool { return count() == 100 })
+	res, err := c.Reset(ctx, cg.KindStatic, "ORDERS", "g", nil, cg.ResetTarget{Seq: 41})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Members) != 10 {
+		t.Fatalf("reset plan: %d entries, want one per partition: %+v", len(res.Members), res.Members)
+	}
+	var again uint64
+	for _, mp := range res.Members {
+		if mp.Partition == nil || mp.Consumer != cg.PartitionConsumerName("g", *mp.Partition) {
+			t.Fatalf("entry %+v", mp)
+		}
+		again += mp.Again
+	}
+	if again != 60 {
+		t.Fatalf("plan counts %d handled again, want 60 (41..100)", again)
+	}
+	natstest.Eventually(t, 30*time.Second, "41..100 handled again", func() bool { return count() == 160 })
+	mu.Lock()
+	defer mu.Unlock()
+	replayed := slices.Clone(seqs[100:])
+	slices.Sort(replayed)
+	for i, s := range replayed {
+		if s != uint64(41+i) {
+			t.Fatalf("replayed %v, want 41..100 once each", replayed)
+		}
+	}
+}
