@@ -354,6 +354,7 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	if cfg.LayoutOf() == LayoutPartition {
 		return append(out, r.checkLayout(t, cfg, t.stream, cons, func(m string) string { return StaticConsumerName(t.group, m) })...)
 	}
+	out = append(out, slowPathFindings(t, st.info, cons, func(m string) string { return StaticConsumerName(t.group, m) }, cfg.MemberNames())...)
 	own := map[string]bool{}
 	for _, m := range cfg.MemberNames() {
 		own[StaticConsumerName(t.group, m)] = true
@@ -409,6 +410,7 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 		}
 		return out
 	}
+	out = append(out, slowPathFindings(t, ws.info, cons, func(m string) string { return m }, cfg.MemberNames())...)
 	out = append(out, r.checkMembers(ctx, t, cfg, ws, cons, func(m string) string { return m })...)
 	for _, name := range sortedKeys(cons) {
 		if !cfg.IsMember(name) {

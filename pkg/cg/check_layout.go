@@ -109,3 +109,36 @@ func isPartitionConsumerOf(name, group string, n int) bool {
 	p, err := strconv.Atoi(rest)
 	return err == nil && p >= 0 && p < n && strconv.Itoa(p) == rest
 }
+
+// CodeMultiFilterSlow (warning): a member-layout member consumer reads
+// several partitions, each through its own filter, over a stream holding
+// many subjects with a backlog: the server walks the subjects for every
+// fetch of such a consumer, so the member drains at a small fraction of a
+// single-filter consumer's rate (docs/performance.md). The partition
+// layout reads each partition through a single-filter consumer.
+const CodeMultiFilterSlow = "multi-filter-slow"
+
+// The thresholds of CodeMultiFilterSlow: below them the walk is cheap.
+const (
+	slowPathSubjects = 1000
+	slowPathPending  = 1000
+)
+
+// slowPathFindings warns of member consumers on the slow path.
+func slowPathFindings(t checkTarget, si *jetstream.StreamInfo, cons map[string]*jetstream.ConsumerInfo, memberConsumer func(string) string, members []string) []Finding {
+	if si == nil || si.State.NumSubjects < slowPathSubjects {
+		return nil
+	}
+	var out []Finding
+	for _, m := range members {
+		ci := cons[memberConsumer(m)]
+		if ci == nil || len(consumerFilters(ci.Config)) < 2 || ci.NumPending < slowPathPending {
+			continue
+		}
+		r := t.remedy(RemedyPartitionLayout)
+		out = append(out, Finding{Severity: SeverityWarning, Code: CodeMultiFilterSlow, Member: m, Consumer: ci.Name, Pending: ci.NumPending,
+			Message: fmt.Sprintf("member %s's consumer %s reads %d partitions through %d filters with %d messages pending over a stream of %d subjects: the server walks the subjects on every fetch of a multi-filter consumer, so the member drains far slower than a single-filter consumer", m, ci.Name, len(consumerFilters(ci.Config)), len(consumerFilters(ci.Config)), ci.NumPending, si.State.NumSubjects),
+			Hint:    "recreate the group with the partition layout (one single-filter consumer per partition)", Remedy: r})
+	}
+	return out
+}

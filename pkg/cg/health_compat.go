@@ -18,6 +18,7 @@ const (
 	RemedyDeleteAndCreate          = health.RemedyDeleteAndCreate
 	RemedyRecreateInvalidConfig    = health.RemedyRecreateInvalidConfig
 	RemedyRecreateElastic          = health.RemedyRecreateElastic
+	RemedyPartitionLayout          = health.RemedyPartitionLayout
 	RemedyRepairWorkStreamSources  = health.RemedyRepairWorkStreamSources
 	RemedyRemakeWorkStream         = health.RemedyRemakeWorkStream
 	RemedyRepairWorkStreamSettings = health.RemedyRepairWorkStreamSettings

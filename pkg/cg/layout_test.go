@@ -3,6 +3,7 @@ package cg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -572,5 +573,66 @@ func TestLayoutResetPerPartition(t *testing.T) {
 		if s != uint64(41+i) {
 			t.Fatalf("replayed %v, want 41..100 once each", replayed)
 		}
+	}
+}
+
+// A member-layout member consumer with several partitions over a backlog
+// spread on many subjects is on the slow path: check warns and names the
+// partition layout; the same backlog on a partition-layout group does not.
+func TestLayoutCheckWarnsOfTheSlowPath(t *testing.T) {
+	_, c, js := setup(t)
+	ctx := ctxT(t)
+	for _, g := range []struct {
+		name   string
+		layout cg.Layout
+	}{{"slow", cg.LayoutMember}, {"fast", cg.LayoutPartition}} {
+		if _, err := c.CreateStatic(ctx, "ORDERS", g.name, cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}, Layout: g.layout}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := make([]string, 1500)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	for _, k := range keys {
+		if _, err := js.PublishAsync("orders."+k, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-js.PublishAsyncComplete()
+	// An instance that handles nothing: each consumer is made, and its
+	// backlog stays.
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	for _, g := range []string{"slow", "fast"} {
+		m, err := c.JoinStatic(ctx, "ORDERS", g, "m1", func(ctx context.Context, _ *cg.Msg) {
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+		}, cg.JoinOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+	}
+	slow, err := c.Check(ctx, cg.CheckScope{Kind: "static", Stream: "ORDERS", Group: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasCode(slow, cg.CodeMultiFilterSlow) {
+		t.Fatalf("no slow-path warning: %+v", slow.Findings)
+	}
+	for _, f := range slow.Findings {
+		if f.Code == cg.CodeMultiFilterSlow && (f.Remedy == nil || f.Remedy.Code != cg.RemedyPartitionLayout) {
+			t.Fatalf("slow-path finding without the layout remedy: %+v", f)
+		}
+	}
+	fast, err := c.Check(ctx, cg.CheckScope{Kind: "static", Stream: "ORDERS", Group: "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasCode(fast, cg.CodeMultiFilterSlow) {
+		t.Fatalf("slow-path warning on a partition-layout group: %+v", fast.Findings)
 	}
 }
