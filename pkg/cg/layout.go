@@ -41,10 +41,14 @@ const (
 )
 
 // MaxLayoutPartitions is the most partitions a partition-layout group may
-// have: each partition is a consumer with its own pull request per running
-// instance, and the server's cost of that grows with them (docs/layouts.md
-// has the measurement this ceiling comes from).
-const MaxLayoutPartitions = 1024
+// have. Each partition is a consumer, all of them on one stream (the
+// group's stream, or its work stream), and nats-server allows 1000
+// consumers per stream by default: 512 leaves room for the stream's other
+// consumers. Each also costs the server a pull request per running
+// instance, re-sent every pull expiry, and a liveness check per standby:
+// about 5 messages a second per partition and instance when idle
+// (docs/layouts.md has the measurement).
+const MaxLayoutPartitions = 512
 
 // ErrLayout is returned, wrapped, for an unknown layout or a configuration
 // the layout cannot have.

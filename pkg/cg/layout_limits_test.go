@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestLayoutCost(t *testing.T) {
 	if mode == "" {
 		t.Skip("set CG_LAYOUT_COST=1 (single server) or 3 (and an R3 cluster) to measure")
 	}
-	sizes := []int{8, 64, 256, 1024}
+	sizes := []int{8, 64, 256, 512}
 	if s := os.Getenv("CG_LAYOUT_COST_SIZES"); s != "" {
 		sizes = nil
 		for _, f := range strings.Split(s, ",") {
@@ -128,4 +129,59 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLayoutDrain measures one member over 8 partitions draining a
+// preloaded backlog spread over many keys (handler 0), through each
+// layout, in one run: the partition layout's point. A measurement, run
+// only with CG_LAYOUT_DRAIN set (messages,keys; default 20000,10000).
+func TestLayoutDrain(t *testing.T) {
+	spec := os.Getenv("CG_LAYOUT_DRAIN")
+	if spec == "" {
+		t.Skip("set CG_LAYOUT_DRAIN=messages,keys to measure")
+	}
+	msgs, keys := 20000, 10000
+	if a, b, ok := strings.Cut(spec, ","); ok {
+		msgs, _ = strconv.Atoi(a)
+		keys, _ = strconv.Atoi(b)
+	}
+	for _, conc := range []int{1, 32} {
+		for _, l := range []cg.Layout{cg.LayoutMember, cg.LayoutPartition} {
+			s := natstest.RunServer(t)
+			_, js := natstest.JetStream(t, s)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			ordersStream(t, js, "ORDERS", 8)
+			for i := range msgs {
+				if _, err := js.PublishAsync(fmt.Sprintf("orders.k%d", i%keys), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			<-js.PublishAsyncComplete()
+			c := cg.New(js)
+			if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 8, Members: []string{"m1"}, Layout: l}); err != nil {
+				t.Fatal(err)
+			}
+			var n atomic.Int64
+			done := make(chan struct{})
+			start := time.Now()
+			m, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(_ context.Context, msg *cg.Msg) {
+				_ = msg.Ack()
+				if n.Add(1) == int64(msgs) {
+					close(done)
+				}
+			}, cg.JoinOptions{Concurrency: conc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(3 * time.Minute):
+			}
+			took := time.Since(start)
+			t.Logf("layout %-9s concurrency %2d: %d of %d messages over %d keys in %s: %.0f msgs/s", l, conc, n.Load(), msgs, keys, took.Round(time.Millisecond), float64(n.Load())/took.Seconds())
+			m.Stop()
+			cancel()
+			s.Shutdown()
+		}
+	}
 }
