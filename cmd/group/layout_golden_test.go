@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ func TestGoldenStaticPartitionLayout(t *testing.T) {
 	})
 	goldenOut(t, "static-info-partition-layout-pinned", e.mustRun("static", "info", "ORDERS", "g"))
 	goldenOut(t, "static-member-info-partition-layout", e.mustRun("static", "member-info", "ORDERS", "g", "m1"))
+	// watch and check read a partition-layout group too.
+	if r := e.mustRun("static", "watch", "ORDERS", "g", "--count", "1"); !strings.Contains(r.Out, "m1") {
+		t.Fatalf("watch: %s", r.Out)
+	}
 	r := e.mustRun("static", "ls", "ORDERS", "--json")
 	var ls []struct {
 		Group  string `json:"group"`
