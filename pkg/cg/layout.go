@@ -43,12 +43,13 @@ const (
 // MaxLayoutPartitions is the most partitions a partition-layout group may
 // have. Each partition is a consumer, all of them on one stream (the
 // group's stream, or its work stream), and nats-server allows 1000
-// consumers per stream by default: 512 leaves room for the stream's other
-// consumers. Each also costs the server a pull request per running
-// instance, re-sent every pull expiry, and a liveness check per standby:
-// about 5 messages a second per partition and instance when idle
-// (docs/layouts.md has the measurement).
-const MaxLayoutPartitions = 512
+// consumers per stream by default. Each also costs the server a pull
+// request per running instance, re-sent every pull expiry, and a liveness
+// check per standby: several messages a second per partition and
+// instance when idle, and on a replicated stream a Raft group per
+// consumer. Measured (docs/layouts.md), 256 partitions join in seconds on
+// one server; 512 did not settle for minutes on a loaded machine.
+const MaxLayoutPartitions = 256
 
 // ErrLayout is returned, wrapped, for an unknown layout or a configuration
 // the layout cannot have.

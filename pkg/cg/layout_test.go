@@ -364,6 +364,24 @@ func TestLayoutElasticAddDropUnderTraffic(t *testing.T) {
 	if got, want := streamConsumers(t, js, "ORDERS-g"), partitionNames("g", 6); !slices.Equal(got, want) {
 		t.Fatalf("consumers on the work stream: %v, want %v", got, want)
 	}
+	gi, err := c.Info(ctx, cg.KindElastic, "ORDERS", "g")
+	if err != nil || gi.Layout != "partition" {
+		t.Fatalf("info: %v %q", err, gi.Layout)
+	}
+	pinned := 0
+	for _, ms := range gi.Members {
+		for _, pc := range ms.PartitionConsumers {
+			if pc.Owner != ms.Member || !pc.Exists {
+				t.Fatalf("member %s: %+v", ms.Member, pc)
+			}
+			if pc.Pinned {
+				pinned++
+			}
+		}
+	}
+	if pinned != 6 {
+		t.Fatalf("%d of 6 partition consumers pinned: %+v", pinned, gi.Members)
+	}
 }
 
 // A reference-style member consumer beside a partition-layout group is

@@ -158,7 +158,7 @@ func cases(t *testing.T, url string) []badCase {
 		{name: "layout unknown, elastic", args: []string{"elastic", "create", "PLAIN", "g", "4", "--layout", "consumer"}, code: 2,
 			want: []string{`--layout "consumer" is not a layout`}},
 		{name: "layout partition above its ceiling", args: []string{"elastic", "create", "PLAIN", "g", "2000", "--filter", "plain.*:1", "--layout", "partition"}, code: 2,
-			want: []string{"2000 partitions is more than the partition layout allows (512"}},
+			want: []string{"2000 partitions is more than the partition layout allows (256"}},
 		{name: "layout partition over a member-layout name", args: []string{"static", "create", "balanced", "ORDERS", "sg", "10", "m1", "m2", "--layout", "partition"}, code: 1,
 			want: []string{`static group "sg" on "ORDERS" exists with the member layout`}},
 
