@@ -654,3 +654,40 @@ func TestLayoutCheckWarnsOfTheSlowPath(t *testing.T) {
 		t.Fatalf("slow-path warning on a partition-layout group: %+v", fast.Findings)
 	}
 }
+
+// A message parked by one partition's runtime is released through the
+// member (release names no partition): it is handled once more, by the
+// runtime holding it, and its key's later messages follow it in order.
+func TestLayoutParkAndRelease(t *testing.T) {
+	c, js, fresh, _ := layoutStatic(t, "m1")
+	ctx := ctxT(t)
+	l := newLedger()
+	h := l.handler("m1")
+	var failing sync.Map
+	failing.Store("orders.k03/2", true)
+	m, err := fresh().JoinStatic(ctx, "ORDERS", "g", "m1", func(ctx context.Context, msg *cg.Msg) {
+		if _, bad := failing.Load(msg.Subject() + "/" + msg.Headers().Get("Seq")); bad {
+			_ = msg.Nak()
+			return
+		}
+		h(ctx, msg)
+	}, cg.JoinOptions{Retry: &cg.RetryPolicy{MaxDeliver: 2, OnPoison: cg.PoisonPark}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	pub := startPublisher(t, js, 10, 100, 0)
+	<-pub.done
+	// k03's messages after the parked one wait behind it: 10 keys of 10.
+	natstest.Eventually(t, 30*time.Second, "all but k03's 9 from seq 2 handled", func() bool { return l.distinct() == pub.n-9 })
+	failing.Delete("orders.k03/2")
+	if _, err := c.Release(ctx, cg.KindStatic, "ORDERS", "g", "m1", cg.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "every message handled after the release", func() bool { return l.distinct() == pub.n })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bad) > 0 || l.dups > 0 {
+		t.Fatalf("order violations %v, %d duplicates", l.bad, l.dups)
+	}
+}
