@@ -172,11 +172,26 @@ func TestBenchCLI(t *testing.T) {
 	}
 }
 
-// --layout partition is refused at once, in words, while this build's
-// engine cannot create such a group; nothing runs.
-func TestBenchLayoutUnavailable(t *testing.T) {
-	r := clitest.Run(t, cmd.Run, clitest.Env(), "bench", "--layout", "member,partition", "--messages", "10")
-	if r.Code != 2 || r.Out != "" || !strings.HasPrefix(r.Err, "error: --layout: layout \"partition\" is not available in this build") {
-		t.Fatalf("exit %d\nstdout:%s\nstderr:%s", r.Code, r.Out, r.Err)
+// --layout member,partition runs every scenario on both layouts, through
+// the engine and through the consume command: each row names its layout,
+// every message is handled, in order.
+func TestBenchLayouts(t *testing.T) {
+	r := clitest.Run(t, cmd.Run, clitest.Env(), "--json", "bench", "--cli", "--layout", "member,partition", "--messages", "200", "--keys", "40", "--members", "2", "--partitions", "4")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Out)
+	}
+	seen := map[string]int{}
+	for _, row := range rep.Results {
+		seen[row.Layout]++
+		if row.Handled != 200 || row.Violations != 0 || row.Error != "" {
+			t.Errorf("run %+v", row)
+		}
+	}
+	if !rep.OK || seen["member"] == 0 || seen["partition"] != seen["member"] {
+		t.Fatalf("ok=%v, rows by layout %v: %+v", rep.OK, seen, rep.Results)
 	}
 }

@@ -28,6 +28,7 @@ type CreateOptions struct {
 	Filters          []cg.PartitioningFilter
 	MaxBufferedMsgs  int64
 	MaxBufferedBytes int64
+	Layout           cg.Layout
 }
 
 // Transform is one source subject transform of the work stream.
@@ -61,6 +62,7 @@ const filterHelp = "partitioning filter filter[:w1,w2,...], repeatable, such as 
 func NewCmdCreate(f *factory.Factory) *cobra.Command {
 	opts := &CreateOptions{F: f}
 	var filters []string
+	var layout string
 	cmd := &cobra.Command{
 		Use:   "create <stream> <group> <max-members>",
 		Short: "Create an elastic group over any stream, with max-members partitions and no members yet",
@@ -89,6 +91,9 @@ func NewCmdCreate(f *factory.Factory) *cobra.Command {
 				return err
 			}
 			opts.Stream, opts.Group, opts.MaxMembers = args[0], args[1], n
+			if opts.Layout, err = group.ParseLayout(layout); err != nil {
+				return err
+			}
 			opts.Filters = nil
 			for _, s := range filters {
 				pf, err := cg.ParsePartitioningFilter(s)
@@ -108,6 +113,7 @@ func NewCmdCreate(f *factory.Factory) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVar(&filters, "filter", nil, filterHelp)
+	group.BindLayout(cmd, &layout)
 	cmdutil.Int64Var(fs, &opts.MaxBufferedMsgs, "max-buffered-msgs", 0, 0, "100000",
 		"most messages the work-queue stream holds (0: unlimited); when full, sourcing pauses until members catch up")
 	cmdutil.Int64Var(fs, &opts.MaxBufferedBytes, "max-buffered-bytes", 0, 0, "1073741824",
@@ -125,7 +131,7 @@ func parseMax(s string) (int, error) {
 
 func (o *CreateOptions) config(pfs []cg.PartitioningFilter) cg.ElasticConfig {
 	return cg.ElasticConfig{MaxMembers: o.MaxMembers, PartitioningFilters: pfs,
-		MaxBufferedMsgs: o.MaxBufferedMsgs, MaxBufferedBytes: o.MaxBufferedBytes}
+		MaxBufferedMsgs: o.MaxBufferedMsgs, MaxBufferedBytes: o.MaxBufferedBytes, Layout: o.Layout}
 }
 
 // streamInfo reads the origin stream, for the default filters.

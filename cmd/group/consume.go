@@ -261,13 +261,23 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			return
 		}
 		var line string
+		// On a partition-layout group pins come and go per partition.
+		onPart := ""
+		if len(e.Partitions) == 1 && e.Consumer == cg.PartitionConsumerName(o.Group, e.Partitions[0]) {
+			onPart = fmt.Sprintf(" on partition %d", e.Partitions[0])
+		}
 		switch e.Kind {
 		case cg.EventJoined:
 			if e.Reason != "" {
 				defer fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, e.Reason)
 			}
 			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
-			if o.Kind.HasWorkStream() {
+			if e.Consumer == "" {
+				line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s, one consumer each (%s-p<k>)", o.Kind, o.Group, o.Stream, who, Ranges(e.Partitions), o.Group)
+			}
+			if o.Kind.HasWorkStream() && e.Consumer == "" {
+				line = fmt.Sprintf("joined %s group %s on %s as %s, one consumer per partition (%s-p<k>) on %s", o.Kind, o.Group, o.Stream, who, o.Group, o.Kind.WorkStream(o.Stream, o.Group))
+			} else if o.Kind.HasWorkStream() {
 				// An elastic instance learns its partitions as it binds: see rebalanced.
 				line = fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind, o.Group, o.Stream, who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
 			}
@@ -276,9 +286,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		case cg.EventWaiting:
 			line = cs.Yellow("waiting") + ": " + e.Reason
 		case cg.EventPinned:
-			line = cs.Green("pinned") + ": this instance is active (pin " + shortPin(e.PinID) + ")"
+			line = cs.Green("pinned") + ": this instance is active" + onPart + " (pin " + shortPin(e.PinID) + ")"
 		case cg.EventPinLost:
-			line = cs.Yellow("pin lost") + " (" + shortPin(e.PinID) + "): " + e.Reason
+			line = cs.Yellow("pin lost") + onPart + " (" + shortPin(e.PinID) + "): " + e.Reason
 		case cg.EventWarning:
 			line = cs.Yellow("warning") + ": " + e.Reason
 		case cg.EventFenced:

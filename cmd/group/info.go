@@ -3,6 +3,8 @@ package group
 import (
 	"context"
 	"fmt"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +63,9 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 		kv.Add("Work stream", gi.WorkStream)
 	}
 	kv.Add("Partitions", fmt.Sprintf("%d, %s", gi.Partitions, gi.Mode))
+	if gi.Layout != "" {
+		kv.Add("Layout", gi.Layout+" (one consumer per partition: "+o.Group+"-p<k>)")
+	}
 	kv.Add("Filters", strings.Join(infoFilters(gi), " "))
 	kv.Add("Ownership", partitionMap(cs, gi))
 	if elastic {
@@ -111,8 +116,37 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	if err := t.Render(); err != nil {
 		return err
 	}
+	if gi.Layout != "" {
+		fmt.Fprintln(ios.Out)
+		if err := renderPartitionConsumers(ios.Out, cs, gi.Members, o.Now()); err != nil {
+			return err
+		}
+	}
 	renderParked(ios.Out, cs, o.Kind, o.Stream, o.Group, poison, o.Now())
 	return nil
+}
+
+// renderPartitionConsumers lists a partition-layout group's consumers:
+// which member owns each partition and which instance (pin id) holds it.
+func renderPartitionConsumers(w io.Writer, cs *render.ColorScheme, members []cg.MemberStatus, now time.Time) error {
+	t := render.NewTable(w, "PARTITION", "CONSUMER", "OWNER", "PINNED", "WAITING", "PENDING", "ACK PENDING")
+	var rows []cg.PartitionConsumer
+	for _, ms := range members {
+		rows = append(rows, ms.PartitionConsumers...)
+	}
+	slices.SortFunc(rows, func(a, b cg.PartitionConsumer) int { return a.Partition - b.Partition })
+	for _, pc := range rows {
+		pin := "-"
+		switch {
+		case !pc.Exists:
+			pin = cs.Yellow("no consumer yet")
+		case pc.Pinned:
+			pin = pinned(cg.MemberStatus{Pinned: true, PinID: pc.PinID, PinnedSince: pc.PinnedSince}, now)
+		}
+		t.AddRow(strconv.Itoa(pc.Partition), pc.Consumer, cs.Member(pc.Owner), pin, strconv.Itoa(pc.Waiting),
+			strconv.FormatUint(pc.Pending, 10), strconv.Itoa(pc.AckPending))
+	}
+	return t.Render()
 }
 
 // infoFilters are the group's filters; an elastic group's in the

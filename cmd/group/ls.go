@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -27,7 +28,10 @@ type LsEntry struct {
 	Partitions int      `json:"partitions"`
 	Mode       string   `json:"mode"`
 	Members    []string `json:"members"`
-	Error      string   `json:"error,omitempty"`
+	// Layout is "partition" for a partition-layout group, absent for the
+	// member layout (the reference's).
+	Layout string `json:"layout,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // NewCmdLs builds `cg <kind> ls <stream>`.
@@ -66,6 +70,9 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 			e.Partitions = cfg.PartitionCount()
 			e.Mode = cfg.Mode()
 			e.Members = cfg.MemberNames()
+			if l := cg.LayoutOfConfig(cfg); l == cg.LayoutPartition {
+				e.Layout = string(l)
+			}
 		}
 		entries = append(entries, e)
 	}
@@ -78,17 +85,34 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 		return nil
 	}
 	cs := render.NewColorScheme(ios.ColorEnabled())
-	t := render.NewTable(ios.Out, "GROUP", "PARTITIONS", "MODE", "MEMBERS")
+	// The layout column shows once a partition-layout group is listed:
+	// a stream of member-layout groups lists as it always has.
+	layouts := false
 	for _, e := range entries {
+		layouts = layouts || e.Layout != ""
+	}
+	cols := []string{"GROUP", "PARTITIONS", "MODE"}
+	if layouts {
+		cols = append(cols, "LAYOUT")
+	}
+	t := render.NewTable(ios.Out, append(cols, "MEMBERS")...)
+	for _, e := range entries {
+		row := []string{e.Group, strconv.Itoa(e.Partitions), e.Mode}
 		if e.Error != "" {
-			t.AddRow(e.Group, "?", "?", cs.Red("unreadable: "+e.Error))
+			row = []string{e.Group, "?", "?"}
+		}
+		if layouts {
+			row = append(row, cmp.Or(e.Layout, string(cg.LayoutMember)))
+		}
+		if e.Error != "" {
+			t.AddRow(append(row, cs.Red("unreadable: "+e.Error))...)
 			continue
 		}
 		ms := make([]string, len(e.Members))
 		for i, m := range e.Members {
 			ms[i] = cs.Member(m)
 		}
-		t.AddRow(e.Group, strconv.Itoa(e.Partitions), e.Mode, strings.Join(ms, " "))
+		t.AddRow(append(row, strings.Join(ms, " "))...)
 	}
 	return t.Render()
 }

@@ -59,6 +59,9 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	kv.Add("Group", o.Group+" on "+o.Stream)
 	kv.Add("Partitions", fmt.Sprintf("%s (%d)", Ranges(ms.Partitions), len(ms.Partitions)))
 	consumer := ms.Consumer
+	if len(ms.PartitionConsumers) > 0 {
+		consumer = fmt.Sprintf("one per partition (%d): %s-p<k>", len(ms.PartitionConsumers), o.Group)
+	}
 	if o.Kind.HasWorkStream() {
 		consumer += " on " + o.Kind.WorkStream(o.Stream, o.Group)
 	}
@@ -80,5 +83,12 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	if mp, ok := poison.Member(ms.Member); ok && (mp.DeadLettered > 0 || len(mp.Parked) > 0) {
 		kv.Add("Poison", fmt.Sprintf("%d dead-lettered, %d parked", mp.DeadLettered, len(mp.Parked)))
 	}
-	return kv.Render()
+	if err := kv.Render(); err != nil {
+		return err
+	}
+	if len(ms.PartitionConsumers) > 0 {
+		fmt.Fprintln(ios.Out)
+		return renderPartitionConsumers(ios.Out, cs, []cg.MemberStatus{ms}, time.Now())
+	}
+	return nil
 }

@@ -24,6 +24,8 @@ type PermissionsOptions struct {
 	Format        string
 	DeadLetter    string
 	InboxPrefix   string
+	Layout        string
+	Partitions    int
 }
 
 // NewCmdPermissions builds `cg <kind> permissions <stream> <group>`.
@@ -54,6 +56,8 @@ func NewCmdPermissions(f *factory.Factory, k cg.Kind) *cobra.Command {
 	fl.StringVar(&opts.Format, "format", "conf", "conf (nats-server configuration) or json")
 	fl.StringVar(&opts.DeadLetter, "dead-letter", "", "subject the member publishes dead letters to")
 	fl.StringVar(&opts.InboxPrefix, "inbox-prefix", "_INBOX", "the user's reply inbox prefix (a per-user prefix keeps replies private)")
+	fl.StringVar(&opts.Layout, "layout", "member", "the group's layout: member or partition (one consumer per partition, <group>-p<k>)")
+	fl.IntVar(&opts.Partitions, "partitions", 0, "with --layout partition: the group's partition count, to name each partition consumer (0: rights cover every consumer of the stream)")
 	return cmd
 }
 
@@ -75,8 +79,16 @@ func permissionsRun(cmd *cobra.Command, o *PermissionsOptions) error {
 	if o.DeadLetter != "" && role != cg.RoleMember {
 		return cmdutil.UsageErrorf("--dead-letter goes with --role member: members publish dead letters")
 	}
+	layout, err := ParseLayout(o.Layout)
+	if err != nil {
+		return err
+	}
+	if o.Partitions < 0 || (o.Partitions > 0 && layout != cg.LayoutPartition) {
+		return cmdutil.UsageErrorf("--partitions %d: give the partition count (1 or more) with --layout partition", o.Partitions)
+	}
 	set, err := cg.Permissions(o.Kind, o.Stream, o.Group, cg.PermissionOptions{
 		Role: role, Members: o.Members, DeadLetter: o.DeadLetter, InboxPrefix: o.InboxPrefix, Domain: o.F.Conn.JSDomain,
+		Layout: layout, Partitions: o.Partitions,
 	})
 	if err != nil {
 		return cmdutil.NewUsageError(err)
@@ -97,6 +109,12 @@ func permissionsLine(cmd *cobra.Command, o *PermissionsOptions) string {
 	}
 	if o.DeadLetter != "" {
 		parts = append(parts, "--dead-letter", o.DeadLetter)
+	}
+	if o.Layout != "" && o.Layout != string(cg.LayoutMember) {
+		parts = append(parts, "--layout", o.Layout)
+	}
+	if o.Partitions > 0 {
+		parts = append(parts, "--partitions", strconv.Itoa(o.Partitions))
 	}
 	if cmd.Flags().Changed("inbox-prefix") {
 		parts = append(parts, "--inbox-prefix", o.InboxPrefix)

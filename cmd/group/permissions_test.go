@@ -541,3 +541,35 @@ func TestPermissionsPoisonAndReset(t *testing.T) {
 	e.refused("view", "static", "reset", "ORDERS", "g", "--to-start", "--force")
 	e.refused("w1", "static", "reset", "ORDERS", "g", "--to-start", "--force")
 }
+
+// A member user with the permissions generated for a partition-layout
+// group consumes its own partitions through their consumers, and nothing
+// else; the operator creates and deletes the group.
+func TestPermissionsPartitionLayout(t *testing.T) {
+	e := startAuth(t, map[string]*server.Permissions{
+		"w1":   permsJSON(t, "static", "permissions", "ORDERS", "g", "--member", "m1", "--layout", "partition", "--partitions", "4"),
+		"op":   permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "operator", "--member", "m1,m2", "--layout", "partition", "--partitions", "4"),
+		"view": permsJSON(t, "static", "permissions", "ORDERS", "g", "--role", "viewer", "--layout", "partition", "--partitions", "4"),
+	})
+	e.partitioned(4)
+	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2", "--layout", "partition")
+	e.ok("admin", "static", "create", "balanced", "ORDERS", "g2", "4", "m1", "m2")
+	e.failover("w1", "static", "ORDERS", "g", "m1", func(seen map[string]bool) bool {
+		want := e.mine("ORDERS", "g-p0")
+		for s := range e.mine("ORDERS", "g-p1") {
+			want[s] = true
+		}
+		for s := range seen {
+			if !want[s] {
+				t.Fatalf("handled %s, not a message of m1's partitions 0 and 1", s)
+			}
+		}
+		return len(want) > 0 && len(seen) == len(want)
+	})
+	e.refused("w1", "static", "consume", "ORDERS", "g2", "m1", "--count", "1")
+	e.refusedKV("w1", "static-consumer-groups", "ORDERS.g2")
+	e.ok("view", "static", "info", "ORDERS", "g")
+	e.ok("op", "static", "step-down", "ORDERS", "g", "m1")
+	e.ok("op", "static", "delete", "ORDERS", "g", "--force")
+	e.intact("ORDERS", "g2")
+}

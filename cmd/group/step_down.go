@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -51,6 +52,11 @@ func stepDownRun(ctx context.Context, o *StepDownOptions) error {
 	if res.NothingPinned {
 		// Nothing to release is the state a step-down asks for: success.
 		fmt.Fprintf(ios.ErrOut, "%s: nothing to step down: %s\n", cs.Member(res.Member), res.Why)
+		return nil
+	}
+	if len(res.Consumers) > 0 {
+		fmt.Fprintf(ios.ErrOut, "%s: unpinned %d partition consumer(s) (%s); the server pins a standby (or the same instance, if it is alone) on each one's next pull\n",
+			cs.Member(res.Member), len(res.Consumers), strings.Join(res.Consumers, " "))
 		return nil
 	}
 	next := "the server pins a standby (or the same instance, if it is alone) on its next pull"

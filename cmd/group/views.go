@@ -18,7 +18,8 @@ type GroupInfoView struct {
 	Kind         string             `json:"kind"`
 	Stream       string             `json:"stream"`
 	Group        string             `json:"group"`
-	Config       cg.GroupConfig     `json:"config"` // the stored configuration, in its on-server form
+	Config       cg.GroupConfig     `json:"config"`           // the stored configuration, in its on-server form
+	Layout       string             `json:"layout,omitempty"` // "partition" (one consumer per partition); absent: member
 	Partitions   int                `json:"partitions"`
 	Mode         string             `json:"mode"`
 	Filters      []string           `json:"filters"`
@@ -60,6 +61,24 @@ type MemberStatusView struct {
 	// DeadLettered and Parked: the member's poison messages, when any.
 	DeadLettered uint64       `json:"dead_lettered,omitempty"`
 	Parked       []ParkedView `json:"parked,omitempty"`
+	// PartitionConsumers, on a partition-layout group: the consumer of
+	// each of the member's partitions and the pin on it.
+	PartitionConsumers []PartitionConsumerView `json:"partition_consumers,omitempty"`
+}
+
+// PartitionConsumerView is one partition's consumer on a partition-layout
+// group.
+type PartitionConsumerView struct {
+	Partition   int       `json:"partition"`
+	Consumer    string    `json:"consumer"`
+	Exists      bool      `json:"exists"`
+	Pinned      bool      `json:"pinned"`
+	PinID       string    `json:"pin_id,omitempty"`
+	PinnedSince time.Time `json:"pinned_since,omitzero"`
+	Waiting     int       `json:"waiting"`
+	Pending     uint64    `json:"pending"`
+	AckPending  int       `json:"ack_pending"`
+	AckFloor    uint64    `json:"ack_floor_stream_seq"`
 }
 
 // LagView is what a member or partition has not acked yet and how old the
@@ -84,7 +103,7 @@ type PartitionLagView struct {
 // groupInfoView converts the engine's GroupInfo for info --json.
 func groupInfoView(gi cg.GroupInfo) GroupInfoView {
 	v := GroupInfoView{
-		Kind: gi.Kind, Stream: gi.Stream, Group: gi.Group, Config: gi.Config,
+		Kind: gi.Kind, Stream: gi.Stream, Group: gi.Group, Config: gi.Config, Layout: gi.Layout,
 		Partitions: gi.Partitions, Mode: gi.Mode, Filters: gi.Filters, Owners: gi.Owners,
 		WorkStream: gi.WorkStream, Backlog: gi.Backlog, SourcingLag: gi.SourcingLag,
 		LagMethod: gi.LagMethod, LagError: gi.LagError, SampledAt: gi.SampledAt,
@@ -121,6 +140,10 @@ func memberStatusView(ms cg.MemberStatus) MemberStatusView {
 		l := lagView(*ms.Lag)
 		v.Lag = &l
 	}
+	for _, pc := range ms.PartitionConsumers {
+		v.PartitionConsumers = append(v.PartitionConsumers, PartitionConsumerView{Partition: pc.Partition, Consumer: pc.Consumer,
+			Exists: pc.Exists, Pinned: pc.Pinned, PinID: pc.PinID, PinnedSince: pc.PinnedSince, Waiting: pc.Waiting, Pending: pc.Pending, AckPending: pc.AckPending, AckFloor: pc.AckFloor})
+	}
 	return v
 }
 
@@ -135,11 +158,14 @@ type StepDownView struct {
 	PrevPinID     string `json:"previous_pin_id"`
 	NothingPinned bool   `json:"nothing_pinned,omitempty"`
 	Why           string `json:"why,omitempty"`
+	// Consumers, on a partition-layout group: every partition consumer
+	// unpinned.
+	Consumers []string `json:"consumers,omitempty"`
 }
 
 // stepDownView converts the engine's StepDownResult for --json.
 func stepDownView(r cg.StepDownResult) StepDownView {
-	return StepDownView{Member: r.Member, Consumer: r.Consumer, PrevPinID: r.PrevPinID, NothingPinned: r.NothingPinned, Why: r.Why}
+	return StepDownView{Member: r.Member, Consumer: r.Consumer, PrevPinID: r.PrevPinID, NothingPinned: r.NothingPinned, Why: r.Why, Consumers: r.Consumers}
 }
 
 // DeleteView is delete --json.

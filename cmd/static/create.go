@@ -62,6 +62,7 @@ func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 	membership func(cfg *cg.StaticConfig, args []string) error) *cobra.Command {
 	opts := &CreateOptions{F: f}
 	var filters []string
+	var layout string
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) < 4 {
 			return group.Args("stream", "group", "max-members", last)(cmd, args)
@@ -83,7 +84,11 @@ func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 			return err
 		}
 		opts.Stream, opts.Group = args[0], args[1]
-		opts.Config = cg.StaticConfig{MaxMembers: n, Filters: filters}
+		l, err := group.ParseLayout(layout)
+		if err != nil {
+			return err
+		}
+		opts.Config = cg.StaticConfig{MaxMembers: n, Filters: filters, Layout: l}
 		if err := membership(&opts.Config, args[3:]); err != nil {
 			return err
 		}
@@ -93,6 +98,7 @@ func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 		return createRun(cmd.Context(), opts)
 	}
 	bindFilters(cmd, &filters)
+	group.BindLayout(cmd, &layout)
 	return cmd
 }
 
@@ -184,7 +190,14 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 		Ownership: map[string][]int{}, Transform: map[string]string{"source": res.Transform.Source, "destination": res.Transform.Destination}}
 	for _, m := range res.Config.MemberNames() {
 		out.Ownership[m] = a.MemberPartitions(m)
-		out.Consumers = append(out.Consumers, cg.StaticConsumerName(o.Group, m))
+		if res.Config.LayoutOf() == cg.LayoutMember {
+			out.Consumers = append(out.Consumers, cg.StaticConsumerName(o.Group, m))
+		}
+	}
+	if res.Config.LayoutOf() == cg.LayoutPartition {
+		for p := range res.Config.MaxMembers {
+			out.Consumers = append(out.Consumers, cg.PartitionConsumerName(o.Group, p))
+		}
 	}
 	if o.F.JSON {
 		return render.JSON(ios.Out, out)
@@ -194,7 +207,11 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	if !res.Created {
 		verb = "already exists, identical:"
 	}
-	fmt.Fprintf(ios.ErrOut, "static group %s on %s %s %d partitions (stream transform %s)\n", o.Group, o.Stream, verb, res.Config.MaxMembers, res.Transform.Destination)
+	layout := ""
+	if res.Config.LayoutOf() == cg.LayoutPartition {
+		layout = ", partition layout: one consumer per partition"
+	}
+	fmt.Fprintf(ios.ErrOut, "static group %s on %s %s %d partitions (stream transform %s%s)\n", o.Group, o.Stream, verb, res.Config.MaxMembers, res.Transform.Destination, layout)
 	var parts []string
 	for _, m := range res.Config.MemberNames() {
 		parts = append(parts, cs.Member(m)+"="+group.Ranges(out.Ownership[m]))

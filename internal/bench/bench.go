@@ -528,7 +528,16 @@ func startGroup(ctx context.Context, connect func() (jetstream.JetStream, error)
 		}
 		running = append(running, m)
 	}
-	if err := waitPinned(ctx, js, k.WorkStream(Stream, Group), members, consumer); err != nil {
+	waitFor := members
+	if sc.Layout == LayoutPartition {
+		// One consumer per partition, each pulled by its owner.
+		waitFor = make([]string, sc.Partitions)
+		for p := range waitFor {
+			waitFor[p] = cg.PartitionConsumerName(Group, p)
+		}
+		consumer = func(name string) string { return name }
+	}
+	if err := waitPinned(ctx, js, k.WorkStream(Stream, Group), waitFor, consumer); err != nil {
 		stop()
 		return nil, err
 	}

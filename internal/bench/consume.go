@@ -95,15 +95,30 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 	if len(errs) > 0 {
 		return res, fmt.Errorf("%s: %v", sc.Name(), errs)
 	}
-	for _, m := range members {
-		c, err := r.js.Consumer(ctx, Stream, cg.StaticConsumerName(Group, m))
+	consumers := map[string]string{} // server consumer -> who reads it
+	if sc.Layout == LayoutPartition {
+		a := cfg.Assignment()
+		for _, m := range members {
+			for _, p := range a.MemberPartitions(m) {
+				consumers[cg.PartitionConsumerName(Group, p)] = "member " + m
+			}
+		}
+	} else {
+		for _, m := range members {
+			consumers[cg.StaticConsumerName(Group, m)] = "member " + m
+		}
+	}
+	for name, who := range consumers {
+		c, err := r.js.Consumer(ctx, Stream, name)
 		if err != nil {
-			return res, fmt.Errorf("%s: member %s: %w", sc.Name(), m, err)
+			return res, fmt.Errorf("%s: %s: consumer %s: %w", sc.Name(), who, name, err)
 		}
 		ci := c.CachedInfo()
 		if ci.NumPending != 0 || ci.NumAckPending != 0 {
-			return res, fmt.Errorf("%s: member %s left %d pending and %d unacknowledged", sc.Name(), m, ci.NumPending, ci.NumAckPending)
+			return res, fmt.Errorf("%s: %s left %d pending and %d unacknowledged on %s", sc.Name(), who, ci.NumPending, ci.NumAckPending, name)
 		}
+	}
+	for _, m := range members {
 		res.Handled += counts[m]
 	}
 	if res.Elapsed > 0 {

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"fmt"
-
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -10,25 +8,26 @@ import (
 // reference's format, and the default) and partition (one consumer per
 // partition).
 const (
-	LayoutMember    = "member"
-	LayoutPartition = "partition"
+	LayoutMember    = string(cg.LayoutMember)
+	LayoutPartition = string(cg.LayoutPartition)
 )
 
-// CheckLayout says whether this build can create a group of layout name.
+// CheckLayout says whether name is a layout a run can create.
 func CheckLayout(name string) error {
-	switch name {
-	case "", LayoutMember:
-		return nil
-	case LayoutPartition:
-		// The partition layout's create option is not in this build's
-		// engine; when it is, layoutOption passes it through.
-		return fmt.Errorf("layout %q is not available in this build: use member", name)
-	}
-	return fmt.Errorf("layout %q: use member or partition", name)
+	_, err := cg.ParseLayout(name)
+	return err
 }
 
 // staticLayout applies sc's layout to a static group's configuration.
-func staticLayout(sc Scenario, cfg *cg.StaticConfig) error { return CheckLayout(sc.Layout) }
+func staticLayout(sc Scenario, cfg *cg.StaticConfig) error {
+	l, err := cg.ParseLayout(sc.Layout)
+	cfg.Layout = l
+	return err
+}
 
 // elasticLayout applies sc's layout to an elastic group's configuration.
-func elasticLayout(sc Scenario, cfg *cg.ElasticConfig) error { return CheckLayout(sc.Layout) }
+func elasticLayout(sc Scenario, cfg *cg.ElasticConfig) error {
+	l, err := cg.ParseLayout(sc.Layout)
+	cfg.Layout = l
+	return err
+}

@@ -33,7 +33,7 @@ func Inventory(t testing.TB, js jetstream.JetStream) string {
 			out = append(out, "consumer "+name+"/"+c)
 		}
 	}
-	for _, b := range []string{cg.StaticBucket, cg.ElasticBucket} {
+	for _, b := range []string{cg.StaticBucket, cg.ElasticBucket, cg.StaticPartitionBucket, cg.ElasticPartitionBucket} {
 		kv, err := js.KeyValue(ctx, b)
 		if err != nil {
 			continue

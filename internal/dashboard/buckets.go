@@ -22,12 +22,14 @@ const bucketRetry = time.Second
 
 // watchBuckets runs until ctx ends.
 func (s *Server) watchBuckets(ctx context.Context) {
-	done := make(chan struct{}, 2)
-	for _, b := range []string{cg.StaticBucket, cg.ElasticBucket} {
+	buckets := []string{cg.StaticBucket, cg.ElasticBucket, cg.StaticPartitionBucket, cg.ElasticPartitionBucket}
+	done := make(chan struct{}, len(buckets))
+	for _, b := range buckets {
 		go func() { defer func() { done <- struct{}{} }(); s.watchBucket(ctx, b) }()
 	}
-	<-done
-	<-done
+	for range buckets {
+		<-done
+	}
 }
 
 func (s *Server) watchBucket(ctx context.Context, bucket string) {

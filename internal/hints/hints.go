@@ -27,6 +27,8 @@ func Remedy(r *cg.Remedy, fallback string) string {
 		return fmt.Sprintf("delete it with 'cg %s delete %s %s --force' and create the group again", r.Kind, r.Stream, r.Group)
 	case cg.RemedyRecreateElastic:
 		return recreateElastic(r)
+	case cg.RemedyPartitionLayout:
+		return fmt.Sprintf("recreate the group with the partition layout, one single-filter consumer per partition ('cg %s delete %s %s --force', then 'cg %s create ... --layout partition'; docs/layouts.md)", r.Kind, r.Stream, r.Group, r.Kind)
 	case cg.RemedyRepairWorkStreamSources:
 		return fmt.Sprintf("re-run the group's 'cg elastic create %s %s %d ...' (it repairs the work stream's sources), or %s", r.Stream, r.Group, r.MaxMembers, recreateElastic(r))
 	case cg.RemedyAddMembers:

@@ -28,6 +28,7 @@ func TestRemedyWordsTheCLI(t *testing.T) {
 		{in(cg.RemedyRecreateInvalidConfig), "delete it with 'cg elastic delete S g --force' and create the group again"},
 		{in(cg.RemedyRecreateElastic), "delete and recreate the group ('cg elastic delete S g --force', then 'cg elastic create ...')"},
 		{in(cg.RemedyRepairWorkStreamSources), "re-run the group's 'cg elastic create S g 4 ...' (it repairs the work stream's sources), or delete and recreate the group ('cg elastic delete S g --force', then 'cg elastic create ...')"},
+		{in(cg.RemedyPartitionLayout), "recreate the group with the partition layout, one single-filter consumer per partition ('cg elastic delete S g --force', then 'cg elastic create ... --layout partition'; docs/layouts.md)"},
 		{in(cg.RemedyAddMembers), "add members with 'cg elastic add S g <member>...'"},
 		{in(cg.RemedyStaticNoMembers), "static membership never changes: delete and recreate the group with members ('cg static delete S g --force')"},
 		{in(cg.RemedyStartMember), "start an instance: cg elastic consume S g m1"},

@@ -156,20 +156,14 @@ func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget
 	}
 	var out []checkTarget
 	for _, g := range refs {
-		kv, err := r.c.bucket(ctx, kindBucket(g.Kind))
+		sg, err := r.c.findGroup(ctx, g.KindOf(), g.Stream, g.Group)
 		if errors.Is(err, ErrGroupNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		e, err := kv.Get(ctx, Key(g.Stream, g.Group))
-		if isNotFound(err) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read group %s from %s: %w", Key(g.Stream, g.Group), kindBucket(g.Kind), err)
-		}
+		e := sg.entry
 		out = append(out, checkTarget{kind: g.Kind, stream: g.Stream, group: g.Group, raw: e.Value()})
 	}
 	slices.SortStableFunc(out, func(a, b checkTarget) int {
@@ -269,6 +263,11 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 		for _, m := range cfg.MemberNames() {
 			names[StaticConsumerName(g, m)] = true
 		}
+		if cfg.LayoutOf() == LayoutPartition {
+			for p := range cfg.MaxMembers {
+				names[PartitionConsumerName(g, p)] = true
+			}
+		}
 	}
 	if r.staticNames == nil {
 		r.staticNames = map[string]map[string]bool{}
@@ -352,6 +351,10 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	if err != nil {
 		return append(out, failed(err))
 	}
+	if cfg.LayoutOf() == LayoutPartition {
+		return append(out, r.checkLayout(t, cfg, t.stream, cons, func(m string) string { return StaticConsumerName(t.group, m) })...)
+	}
+	out = append(out, slowPathFindings(t, st.info, cons, func(m string) string { return StaticConsumerName(t.group, m) }, cfg.MemberNames())...)
 	own := map[string]bool{}
 	for _, m := range cfg.MemberNames() {
 		own[StaticConsumerName(t.group, m)] = true
@@ -398,6 +401,16 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 	if err != nil {
 		return append(out, failed(err))
 	}
+	if cfg.LayoutOf() == LayoutPartition {
+		out = append(out, r.checkLayout(t, cfg, wsName, cons, func(m string) string { return m })...)
+		for _, name := range sortedKeys(cons) {
+			if !cfg.IsMember(name) && !isPartitionConsumerOf(name, t.group, cfg.MaxMembers) {
+				out = append(out, leftover(t, cons[name], wsName))
+			}
+		}
+		return out
+	}
+	out = append(out, slowPathFindings(t, ws.info, cons, func(m string) string { return m }, cfg.MemberNames())...)
 	out = append(out, r.checkMembers(ctx, t, cfg, ws, cons, func(m string) string { return m })...)
 	for _, name := range sortedKeys(cons) {
 		if !cfg.IsMember(name) {

@@ -17,6 +17,10 @@ type StaticConfig struct {
 	Filters        []string        `json:"filters,omitempty"`
 	Members        []string        `json:"members,omitempty"`
 	MemberMappings []MemberMapping `json:"member_mappings,omitempty"`
+	// Layout is LayoutMember when empty (the reference's format, and the
+	// only one its bucket holds); LayoutPartition groups are stored in
+	// StaticPartitionBucket.
+	Layout Layout `json:"layout,omitempty"`
 }
 
 // ValidationError says which field of a configuration is wrong, with which
@@ -102,6 +106,9 @@ func ValidateFilter(f string) error {
 // is used before anything is created; ValidateStored is the more tolerant
 // check applied to values read from the server.
 func (c StaticConfig) Validate() error {
+	if err := checkLayout(c.Layout, c.MaxMembers); err != nil {
+		return err
+	}
 	if err := checkStaticCeiling(c); err != nil {
 		return err
 	}

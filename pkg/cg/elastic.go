@@ -71,6 +71,7 @@ func wholeSubject(cfg ElasticConfig) bool {
 // concurrent delete may have removed it) and restores it.
 func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg ElasticConfig) (CreateElasticResult, error) {
 	cfg = wholeSubjectForm(cfg)
+	cfg.Layout = cfg.Layout.stored()
 	res := CreateElasticResult{Config: cfg, WorkStream: WorkStreamName(stream, group)}
 	if err := ValidateName("stream", stream); err != nil {
 		return res, err
@@ -110,7 +111,11 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	if len(clashes) > 0 {
 		return res, clashes[0].error("elastic", stream, group)
 	}
-	if kv, err := c.bucket(ctx, ElasticBucket); err == nil {
+	if err := c.otherLayoutHas(ctx, KindElastic, stream, group, cfg.Layout); err != nil {
+		return res, err
+	}
+	bucket := KindElastic.LayoutBucket(cfg.Layout)
+	if kv, err := c.bucket(ctx, bucket); err == nil {
 		if e, err := kv.Get(ctx, Key(stream, group)); err == nil {
 			return c.existingElastic(ctx, si, stream, group, cfg, e, res)
 		} else if !isNotFound(err) {
@@ -126,7 +131,7 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 	if err := c.EnsurePoisonBucket(ctx, si.Config.Replicas); err != nil {
 		return res, err
 	}
-	kv, err := c.bucketFor(ctx, ElasticBucket, si.Config.Replicas)
+	kv, err := c.bucketFor(ctx, bucket, si.Config.Replicas)
 	if err == nil {
 		_, err = kv.Create(ctx, Key(stream, group), raw)
 	}
@@ -237,25 +242,15 @@ func decodeElastic(key string, raw []byte) (ElasticConfig, error) {
 	return cfg, nil
 }
 
-// getElastic reads an elastic group's configuration and its KV revision.
+// getElastic reads an elastic group's configuration and its KV revision,
+// from the bucket of whichever layout holds it.
 func (c *Client) getElastic(ctx context.Context, stream, group string) (ElasticConfig, uint64, error) {
-	notFound := fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
-	kv, err := c.bucket(ctx, ElasticBucket)
+	sg, err := c.findGroup(ctx, KindElastic, stream, group)
 	if err != nil {
-		if errors.Is(err, ErrGroupNotFound) {
-			return ElasticConfig{}, 0, notFound
-		}
 		return ElasticConfig{}, 0, err
 	}
-	e, err := kv.Get(ctx, Key(stream, group))
-	if err != nil {
-		if isNotFound(err) {
-			return ElasticConfig{}, 0, notFound
-		}
-		return ElasticConfig{}, 0, fmt.Errorf("read group %s: %w", Key(stream, group), err)
-	}
-	cfg, err := decodeElastic(e.Key(), e.Value())
-	return cfg, e.Revision(), err
+	cfg, err := decodeElastic(sg.entry.Key(), sg.entry.Value())
+	return cfg, sg.entry.Revision(), err
 }
 
 // ElasticConfig returns an elastic group's stored configuration.
@@ -285,20 +280,11 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err
 	}
-	kv, err := c.bucket(ctx, ElasticBucket)
+	sg, err := c.findGroup(ctx, KindElastic, stream, group)
 	if err != nil {
-		if errors.Is(err, ErrGroupNotFound) {
-			return res, fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
 		return res, err
 	}
-	e, err := kv.Get(ctx, Key(stream, group))
-	if err != nil {
-		if isNotFound(err) {
-			return res, fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
-		return res, err
-	}
+	kv, e := sg.kv, sg.entry
 	var cfg *ElasticConfig
 	if dc, err := decodeElastic(e.Key(), e.Value()); err == nil {
 		cfg = &dc
@@ -406,13 +392,11 @@ const maxCASRetries = 100
 // returns the stored config and revision.
 func (c *Client) updateElastic(ctx context.Context, stream, group string, o changeOptions, change func(*ElasticConfig, *MembershipChange) error) (MembershipChange, error) {
 	mc := MembershipChange{Stream: stream, Group: group, DryRun: o.dryRun, Minimal: o.minimal}
-	kv, err := c.bucket(ctx, ElasticBucket)
+	sg, err := c.findGroup(ctx, KindElastic, stream, group)
 	if err != nil {
-		if errors.Is(err, ErrGroupNotFound) {
-			return mc, fmt.Errorf("%w: no elastic group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
 		return mc, err
 	}
+	kv := sg.kv
 	for attempt := 0; ; attempt++ {
 		cfg, rev, err := c.getElastic(ctx, stream, group)
 		if err != nil {
@@ -640,17 +624,25 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		lag := wsi.Sources[0].Lag
 		gi.SourcingLag = &lag
 	}
-	l := newLayout(cfg)
-	cis := map[string]*jetstream.ConsumerInfo{}
-	for _, m := range cfg.MemberNames() {
-		ci, err := c.consumerInfo(ctx, gi.WorkStream, m)
+	if cfg.LayoutOf() == LayoutPartition {
+		parts, err := c.layoutInfo(ctx, &gi, KindElastic, gi.WorkStream, cfg)
 		if err != nil {
 			return gi, err
 		}
-		cis[m] = ci
-		gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), m, ci))
+		c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, parts: parts}, scope)
+	} else {
+		l := newLayout(cfg)
+		cis := map[string]*jetstream.ConsumerInfo{}
+		for _, m := range cfg.MemberNames() {
+			ci, err := c.consumerInfo(ctx, gi.WorkStream, m)
+			if err != nil {
+				return gi, err
+			}
+			cis[m] = ci
+			gi.Members = append(gi.Members, memberStatus(m, l.parts[m], l.memberFilters(cfg, m), m, ci))
+		}
+		c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, cis: cis}, scope)
 	}
-	c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, cis: cis}, scope)
 	gi.Backlog = make([]uint64, cfg.MaxMembers)
 	if scope.all && gi.LagError == "" && len(gi.PartitionLag) == cfg.MaxMembers {
 		// The work stream holds only what is pending: the backlog is the lag.

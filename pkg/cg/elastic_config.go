@@ -137,6 +137,9 @@ type ElasticConfig struct {
 	MaxBufferedBytes    int64                `json:"max_buffered_bytes,omitempty"`
 	Members             []string             `json:"members,omitempty"`
 	MemberMappings      []MemberMapping      `json:"member_mappings,omitempty"`
+	// Layout is LayoutMember when empty; LayoutPartition groups are stored
+	// in ElasticPartitionBucket.
+	Layout Layout `json:"layout,omitempty"`
 }
 
 // PartitionCount implements GroupConfig.
@@ -219,6 +222,9 @@ func (c ElasticConfig) ValidateStored() error {
 
 // Validate checks an elastic configuration as strictly as cg writes one.
 func (c ElasticConfig) Validate() error {
+	if err := checkLayout(c.Layout, c.MaxMembers); err != nil {
+		return err
+	}
 	if err := checkCreateCeiling(c.MaxMembers, len(c.SubjectFilters())); err != nil {
 		return err
 	}

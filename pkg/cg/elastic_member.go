@@ -61,6 +61,9 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		return nil, err
 	}
 	es.elastic = cfg
+	if cfg.LayoutOf() == LayoutPartition {
+		return c.joinLayout(ctx, m, KindElastic, cfg)
+	}
 	if err := m.prepareLanes(ctx, &cfg); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ const (
 	RemedyDeleteAndCreate          = health.RemedyDeleteAndCreate
 	RemedyRecreateInvalidConfig    = health.RemedyRecreateInvalidConfig
 	RemedyRecreateElastic          = health.RemedyRecreateElastic
+	RemedyPartitionLayout          = health.RemedyPartitionLayout
 	RemedyRepairWorkStreamSources  = health.RemedyRepairWorkStreamSources
 	RemedyRemakeWorkStream         = health.RemedyRemakeWorkStream
 	RemedyRepairWorkStreamSettings = health.RemedyRepairWorkStreamSettings
@@ -98,6 +99,10 @@ type GroupInfo = health.GroupInfo
 
 // MemberStatus is health.MemberStatus: what the server shows of one member.
 type MemberStatus = health.MemberStatus
+
+// PartitionConsumer is health.PartitionConsumer: one partition's consumer
+// in a partition-layout group.
+type PartitionConsumer = health.PartitionConsumer
 
 // Lag is health.Lag: how far behind a member, or one partition, is.
 type Lag = health.Lag

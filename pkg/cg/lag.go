@@ -97,6 +97,17 @@ type lagInput struct {
 	static bool                               // static members resume at saved positions
 	group  string                             // for saved positions
 	origin string                             // the group's own stream, for saved positions
+	// parts, for a partition-layout group, holds each partition's own
+	// consumer (nil: none); cis is then unused.
+	parts map[int]*jetstream.ConsumerInfo
+}
+
+// ciOf is the consumer partition p is read through.
+func (in lagInput) ciOf(p int, owner string) *jetstream.ConsumerInfo {
+	if in.parts != nil {
+		return in.parts[p]
+	}
+	return in.cis[owner]
 }
 
 // partitionJob is one partition to read.
@@ -149,9 +160,9 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 		}
 		filters, consumerHasIt := idx.filters(gi, p, owner)
 		job := partitionJob{p: p, from: start, filters: filters}
-		if ci := in.cis[owner]; ci != nil && !wq {
+		if ci := in.ciOf(p, owner); ci != nil && !wq {
 			job.from = max(ci.AckFloor.Stream+1, start)
-		} else if owner != "" && in.static && !wq {
+		} else if owner != "" && in.static && !wq && in.parts == nil {
 			seq, ok := saved[owner]
 			if !ok {
 				if pos, found := c.savedPosition(ctx, in.origin, in.group, owner); found {
@@ -169,7 +180,7 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 			gi.PartitionLag = append(gi.PartitionLag, pl)
 			continue
 		}
-		if ci := in.cis[owner]; consumerHasIt && ci.NumPending == 0 && ci.NumAckPending == 0 {
+		if ci := in.ciOf(p, owner); consumerHasIt && ci.NumPending == 0 && ci.NumAckPending == 0 {
 			// A caught-up owner has nothing pending on any of its
 			// partitions: no need to ask (the common, healthy case). Not
 			// so for a partition its consumer does not filter yet (an
@@ -316,6 +327,16 @@ func newLagFilterIndex(gi *GroupInfo, in lagInput) lagFilterIndex {
 			fs = append(slices.Clone(fs), ci.Config.FilterSubject)
 		}
 		idx.consumer[m] = byPartition(fs)
+	}
+	for p, ci := range in.parts {
+		if ci == nil || p >= len(gi.Owners) {
+			continue
+		}
+		owner := gi.Owners[p]
+		if idx.consumer[owner] == nil {
+			idx.consumer[owner] = map[int][]string{}
+		}
+		idx.consumer[owner][p] = byPartition(consumerFilters(ci.Config))[p]
 	}
 	for _, ms := range gi.Members {
 		idx.config[ms.Member] = byPartition(ms.Filters)

@@ -284,6 +284,12 @@ type Member struct {
 	poison *poisonState
 	// obs are JoinOptions.Observers' hooks (observe.go); nil without any.
 	obs *observers
+
+	// layout, on an instance of a partition-layout group, holds the
+	// per-partition runtimes it runs (layout_member.go); posName, on one
+	// of those, names its saved position in place of the member.
+	layout  *layoutParent
+	posName string
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -373,6 +379,9 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		return nil, err
 	}
 	st.static = cfg
+	if cfg.LayoutOf() == LayoutPartition {
+		return c.joinLayout(ctx, m, KindStatic, cfg)
+	}
 	if err := m.prepareLanes(ctx, nil); err != nil {
 		return nil, err
 	}
@@ -432,10 +441,10 @@ func (m *Member) consumerConfig(filters []string) jetstream.ConsumerConfig {
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
 		PinnedTTL:      m.opts.PinnedTTL,
 	}
-	m.kind.shape(&cc)
 	if !m.opts.ReferenceCompatible {
 		cc.Metadata = Marks(m.kind.name(), m.stream, m.group, m.member)
 	}
+	m.kind.shape(&cc) // after the marks: a partition consumer's are its own
 	return cc
 }
 
@@ -582,9 +591,10 @@ func (m *Member) handleLoop(b *binding) {
 type releaseHow int
 
 const (
-	releaseKeep   releaseHow = iota // leave the pin to expire (or to others)
-	releaseUnpin                    // hand the pin over now
-	releaseDelete                   // delete the member consumer
+	releaseKeep     releaseHow = iota // leave the pin to expire (or to others)
+	releaseUnpin                      // hand the pin over now
+	releaseDelete                     // delete the member consumer
+	releaseHandOver                   // hand the pin over to another member (a partition moved)
 )
 
 // release detaches from the consumer: it asks for nothing more but keeps
@@ -617,6 +627,10 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 		case releaseUnpin:
 			if m.unpin() == nil {
 				m.emit(Event{Kind: EventPinLost, PinID: pin, Cause: CauseReleasedOnStop, Reason: "released on stop"})
+			}
+		case releaseHandOver:
+			if m.unpin() == nil {
+				m.emit(Event{Kind: EventPinLost, PinID: pin, Cause: CauseReleasedToRebalance, Reason: "handed the partition's consumer over to its new owner"})
 			}
 		case releaseDelete:
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -860,7 +874,7 @@ func (m *Member) emit(e Event) {
 		e.Partitions = slices.Clone(m.partitions)
 		m.mu.Unlock()
 	}
-	if m.obs != nil {
+	if m.obs != nil && !m.isPartitionRuntime() {
 		m.observeEvent(e)
 	}
 	if m.opts.OnEvent != nil {
@@ -892,13 +906,18 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		if cause == CauseStopRequested || cause == CauseBatchFailed {
 			how = releaseUnpin
 		}
+		if cause == CauseReleasedToRebalance {
+			how = releaseHandOver
+		}
 		wasPinned := m.release(how)
 		m.kind.stopped(wasPinned, cause)
 		m.mu.Lock()
 		m.stopErr = err
 		m.stopCause = cause
 		m.mu.Unlock()
-		_ = m.watcher.Stop()
+		if m.watcher != nil {
+			_ = m.watcher.Stop()
+		}
 		m.emit(Event{Kind: EventStopped, Err: err, Cause: cause, Reason: reason})
 		close(m.done)
 	})
@@ -947,14 +966,20 @@ func (m *Member) Partitions() []int {
 }
 
 // PinID is the pin id this instance was last delivered under ("" when it
-// is not, as far as it knows, the pinned instance).
+// is not, as far as it knows, the pinned instance). On a partition-layout
+// group an instance may hold several pins, one per partition: PinID is
+// the lowest partition's (see Pins).
 func (m *Member) PinID() string {
+	if m.layout != nil {
+		return m.layout.firstPin()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.pinID
 }
 
-// Consumer is the name of the member's consumer.
+// Consumer is the name of the member's consumer ("" on a partition-layout
+// group, whose instances read one consumer per partition: see Pins).
 func (m *Member) Consumer() string { return m.consumer }
 
 // seqRing is a small set of recent stream sequences.

@@ -243,24 +243,45 @@ func (m *Member) observeEvent(e Event) {
 			h.OnJoin(m)
 		}
 	case EventPinned:
-		o.pinChange(e, true)
+		o.pinChange(e, true, false)
 	case EventPinLost:
-		o.pinChange(e, false)
+		o.pinChange(e, false, false)
 	case EventFenced:
 		if e.Cause == CauseFenced { // not a doubt the server may clear
-			o.pinChange(e, false)
+			o.pinChange(e, false, false)
 		}
 	case EventStopped:
-		o.pinChange(e, false)
+		o.pinChange(e, false, false)
 		for _, h := range o.stop {
 			h.OnStop(m, e.Cause, e.Err)
 		}
 	}
 }
 
+// isPartitionRuntime tells a partition-layout instance's per-partition
+// runtime, whose events reach the observers through its instance.
+func (m *Member) isPartitionRuntime() bool {
+	_, ok := m.kind.(*partStrategy)
+	return ok
+}
+
+// observePartitionEvent tells the hooks of a pin change of one partition
+// runtime of this (partition-layout) instance: each partition has a pin
+// of its own, so a loss lets go of that partition alone.
+func (m *Member) observePartitionEvent(e Event) {
+	o := m.obs
+	switch {
+	case e.Kind == EventPinned:
+		o.pinChange(e, true, true)
+	case e.Kind == EventPinLost, e.Kind == EventFenced && e.Cause == CauseFenced:
+		o.pinChange(e, false, true)
+	}
+}
+
 // pinChange reports the partitions whose pin state changed: pinned ones
-// are e's partitions; a loss lets go of every partition held.
-func (o *observers) pinChange(e Event, pinned bool) {
+// are e's partitions; a loss lets go of every partition held, or of e's
+// partitions alone when each has its own pin (only).
+func (o *observers) pinChange(e Event, pinned, only bool) {
 	if len(o.pin) == 0 {
 		return
 	}
@@ -270,6 +291,13 @@ func (o *observers) pinChange(e Event, pinned bool) {
 		for _, p := range e.Partitions {
 			if o.pinned[p] != e.PinID {
 				o.pinned[p] = e.PinID
+				changed = append(changed, p)
+			}
+		}
+	} else if only {
+		for _, p := range e.Partitions {
+			if _, held := o.pinned[p]; held {
+				delete(o.pinned, p)
 				changed = append(changed, p)
 			}
 		}
@@ -298,6 +326,19 @@ func (o *observers) pinChange(e Event, pinned bool) {
 // the handler (in the pull buffer and the delivery stage's queues), not
 // counting those in the handler's hands.
 func (m *Member) QueueDepth() int {
+	if lp := m.layout; lp != nil {
+		lp.mu.Lock()
+		children := make([]*Member, 0, len(lp.children))
+		for _, ch := range lp.children {
+			children = append(children, ch)
+		}
+		lp.mu.Unlock()
+		n := 0
+		for _, ch := range children {
+			n += ch.QueueDepth()
+		}
+		return n
+	}
 	m.mu.Lock()
 	b := m.bound
 	m.mu.Unlock()

@@ -59,6 +59,9 @@ func markOwner(md map[string]string) string {
 	if m := md[MarkMember]; m != "" {
 		s += fmt.Sprintf(" (member %q)", m)
 	}
+	if p := md[MarkPartition]; p != "" {
+		s += fmt.Sprintf(" (partition %s)", p)
+	}
 	return s
 }
 

@@ -67,6 +67,13 @@ type PermissionOptions struct {
 	InboxPrefix string
 	// Domain is the JetStream domain ("" for none).
 	Domain string
+	// Layout is the group's layout (LayoutMember when empty). A
+	// partition-layout group's consumers are one per partition,
+	// <group>-p<k>: with Partitions set (the group's partition count)
+	// rights name each of them; without, they cover every consumer of the
+	// stream the consumers live on.
+	Layout     Layout
+	Partitions int
 }
 
 // PermissionEntry is one subject a role needs, and why.
@@ -175,11 +182,25 @@ func Permissions(k Kind, stream, group string, o PermissionOptions) (PermissionS
 	if o.Domain != "" {
 		api = "$JS." + o.Domain + ".API"
 	}
+	if _, err := ParseLayout(string(o.Layout)); err != nil {
+		return PermissionSet{}, err
+	}
+	if o.Partitions < 0 {
+		return PermissionSet{}, fmt.Errorf("partitions %d must not be negative", o.Partitions)
+	}
 	p := permCtx{b: b, k: k, stream: stream, group: group, api: api, o: o,
-		ws: k.WorkStream(stream, group), bucket: k.Bucket(), key: Key(stream, group)}
+		ws: k.WorkStream(stream, group), bucket: k.LayoutBucket(o.Layout), key: Key(stream, group)}
 
 	p.b.pub(api+".INFO", "connect: cg checks that JetStream answers for this account (read-only account info)")
 	p.b.sub(inbox+".>", "replies to every request (JetStream API, KV, pulls) come back to the user's inbox")
+	if o.Role == RoleOperator || o.Layout.orDefault() == LayoutPartition {
+		// A group is looked up in the reference's bucket first, then in
+		// cg's partition-layout bucket; create checks both (a name is
+		// unique across layouts).
+		for _, l := range Layouts() {
+			p.kvRead(k.LayoutBucket(l), p.key, "the group's configuration, looked up in either layout's bucket")
+		}
+	}
 	switch o.Role {
 	case RoleMember:
 		p.member(o.Members[0])
@@ -221,6 +242,10 @@ func (p permCtx) kvWrite(bucket, key, what string) {
 
 // member is a member's list.
 func (p permCtx) member(m string) {
+	if p.o.Layout.orDefault() == LayoutPartition {
+		p.layoutMember(m)
+		return
+	}
 	cons := m
 	if p.k == KindStatic {
 		cons = p.group + "-" + m
@@ -272,6 +297,9 @@ func (p permCtx) consumers() ([]string, bool) {
 	if p.k == KindElastic {
 		return []string{"*"}, true // the work stream holds the group's consumers only
 	}
+	if p.o.Layout.orDefault() == LayoutPartition {
+		return p.partitionConsumers()
+	}
 	if len(p.o.Members) == 0 {
 		return []string{"*"}, false
 	}
@@ -286,7 +314,7 @@ func (p permCtx) viewer() {
 	api, ws := p.api, p.ws
 	p.kvRead(p.bucket, p.key, "the group's configuration")
 	p.kvWatch(p.bucket, p.key, "the group's configuration")
-	for _, b := range []string{StaticBucket, ElasticBucket} {
+	for _, b := range []string{StaticBucket, ElasticBucket, StaticPartitionBucket, ElasticPartitionBucket} {
 		p.b.pub(api+".STREAM.INFO.KV_"+b, "list groups: open the bucket "+b)
 		p.kvWatch(b, ">", "every group's key in "+b+" (listing the groups: name clashes, check)")
 	}
@@ -330,6 +358,10 @@ func (p permCtx) viewer() {
 func (p permCtx) operator() {
 	api, ws := p.api, p.ws
 	p.b.pub(api+".STREAM.CREATE.KV_"+p.bucket, "create: make the configuration bucket "+p.bucket+" on the first group")
+	if p.k == KindStatic && p.o.Layout.orDefault() == LayoutPartition {
+		p.b.pub(api+".STREAM.INFO.KV_"+PositionsBucket, "delete: open the positions bucket")
+		p.kvWrite(PositionsBucket, p.key+".*", "the partitions' saved positions (purged on delete)")
+	}
 	p.kvWrite(p.bucket, p.key, "the group's configuration")
 	p.b.pub(api+".STREAM.NAMES", "create: find groups whose server names would clash with this one")
 	cons, _ := p.consumers()
@@ -476,4 +508,70 @@ func ParsePermissionViolation(msg string) (*PermissionError, bool) {
 	}
 	e.Subject = rest
 	return e, e.Subject != ""
+}
+
+// partitionConsumers are the last tokens of a partition-layout group's
+// consumers: each by name when the partition count is known.
+func (p permCtx) partitionConsumers() ([]string, bool) {
+	if p.o.Partitions == 0 {
+		return []string{"*"}, p.k == KindElastic
+	}
+	out := make([]string, p.o.Partitions)
+	for i := range out {
+		out[i] = PartitionConsumerName(p.group, i)
+	}
+	return out, true
+}
+
+// layoutMember is a member's list on a partition-layout group: what a
+// member-layout member does, for each partition consumer it may come to
+// own (an elastic member's partitions move, a static member's are named
+// by the configuration, which permissions are not computed from).
+func (p permCtx) layoutMember(m string) {
+	api, ws := p.api, p.ws
+	p.kvRead(p.bucket, p.key, "the group's configuration")
+	p.kvWatch(p.bucket, p.key, "the group's configuration")
+	p.b.pub(api+".STREAM.INFO."+p.stream, "join: read the stream's configuration (partition transform, replicas)")
+	if p.k == KindElastic {
+		p.b.pub(api+".STREAM.INFO."+ws, "join: check the group's work stream "+ws)
+	}
+	cons, narrow := p.partitionConsumers()
+	for _, c := range cons {
+		p.b.pub(api+".CONSUMER.INFO."+ws+"."+c, "bind to partition consumer "+c+" and read its pin and ack floor")
+		p.b.pub(api+".CONSUMER.CREATE."+ws+"."+c+".>", "create partition consumer "+c+" (a single filter), or recreate it where it left off")
+		p.b.pub(api+".CONSUMER.CREATE."+ws+"."+c, "create partition consumer "+c+" when the group has several filters")
+		p.b.pub(api+".CONSUMER.MSG.NEXT."+ws+"."+c, "pull messages from "+c)
+		p.b.pub("$JS.ACK."+ws+"."+c+".>", "ack, nak, term and in-progress messages of "+c)
+		p.b.pub(api+".CONSUMER.UNPIN."+ws+"."+c, "hand the pin of "+c+" to a standby on stop or to a partition's new owner, and unpin a dead pinned instance")
+		p.b.pub("_CG.PIN."+ws+"."+c+".*", "liveness: a standby asks the pinned instance of "+c+" whether it is alive")
+		p.b.sub("_CG.PIN."+ws+"."+c+".*", "liveness: the pinned instance of "+c+" answers its standbys")
+		if p.k == KindStatic {
+			pk := positionKey(p.stream, p.group, partitionPositionName(0))
+			if c != "*" {
+				n := strings.TrimPrefix(c, p.group+"-p")
+				pk = positionKey(p.stream, p.group, "=p"+n)
+			} else {
+				pk = p.key + ".*"
+			}
+			p.kvRead(PositionsBucket, pk, "the partition's saved position")
+			p.kvWrite(PositionsBucket, pk, "the partition's saved position")
+		}
+	}
+	p.b.set.Notes = append(p.b.set.Notes, "on a partition-layout group a member's rights cover every partition consumer of the group: "+
+		"which partitions a member owns comes from the group's configuration (and moves, elastic), which permissions are not computed from")
+	if !narrow {
+		p.b.set.Notes = append(p.b.set.Notes, "without the partition count, consumer rights cover every consumer of "+ws+
+			" (subjects match whole tokens, not the prefix "+p.group+"-p): give the partition count to name each partition consumer")
+	}
+	p.b.set.Responses = true
+	p.b.set.ResponsesWhy = "liveness: the pinned instance answers its standbys' requests on their inboxes"
+	pp := PoisonKeyPrefix(p.k, p.stream, p.group, m)
+	p.b.pub(api+".STREAM.INFO.KV_"+PoisonBucket, "with a retry policy: open the bucket "+PoisonBucket+" of parked messages and poison counters")
+	p.b.pub(api+".DIRECT.GET.KV_"+PoisonBucket+".$KV."+PoisonBucket+"."+pp+".>", "with a retry policy: read this member's park state and counters, its own keys only")
+	p.kvWatch(PoisonBucket, pp+".>", "this member's park state and release requests")
+	p.kvWrite(PoisonBucket, pp+".>", "this member's park state and counters, its own keys only")
+	if p.o.DeadLetter != "" {
+		p.b.pub(p.o.DeadLetter, "publish messages that failed too often (dead letters)")
+		p.b.pub(api+".STREAM.NAMES", "with a dead-letter subject: check at join that a stream captures it")
+	}
 }

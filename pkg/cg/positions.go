@@ -77,10 +77,33 @@ func (m *Member) savePosition(last *uint64) {
 		return
 	}
 	raw, _ := json.Marshal(Position{AckFloor: floor, Saved: time.Now().UTC()})
-	if _, err := kv.Put(ctx, positionKey(m.stream, m.group, m.member), raw); err == nil {
+	if _, err := kv.Put(ctx, positionKey(m.stream, m.group, m.positionName()), raw); err == nil {
 		*last = floor
 	}
 }
+
+// positionName is what the instance's position is saved under: the member,
+// or, for a partition-layout group's partition, "=p<k>" (no member name
+// in a group of that layout is needed there, and '=' keeps it apart from
+// the member names cg itself writes).
+func (m *Member) positionName() string {
+	if m.posName != "" {
+		return m.posName
+	}
+	return m.member
+}
+
+// partitionPositionNames are the position names of a partition-layout
+// group's n partitions.
+func partitionPositionNames(n int) []string {
+	out := make([]string, n)
+	for p := range n {
+		out[p] = partitionPositionName(p)
+	}
+	return out
+}
+
+func partitionPositionName(p int) string { return "=p" + strconv.Itoa(p) }
 
 // keepPosition saves the position every second while this instance is
 // the pinned one, until the binding is released.
@@ -116,7 +139,7 @@ func (c *Client) deletePositions(ctx context.Context, stream, group string, memb
 // startAfter configures a new consumer to start just after a saved ack
 // floor, returning a description for events ("" when there is none).
 func (m *Member) startAfter(ctx context.Context, cc *jetstream.ConsumerConfig) string {
-	p, ok := m.c.savedPosition(ctx, m.stream, m.group, m.member)
+	p, ok := m.c.savedPosition(ctx, m.stream, m.group, m.positionName())
 	if !ok {
 		return ""
 	}

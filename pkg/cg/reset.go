@@ -92,6 +92,9 @@ func (t ResetTarget) String() string {
 type ResetMemberPlan struct {
 	Member   string `json:"member"`
 	Consumer string `json:"consumer"`
+	// Partition, on a partition-layout group, is the partition whose
+	// consumer this entry moves (one entry per partition of the member).
+	Partition *int `json:"partition,omitempty"`
 	// ConsumerExists is false when the member has no consumer yet: only
 	// its saved position is moved, and it starts there when it joins.
 	ConsumerExists bool `json:"consumer_exists"`
@@ -206,6 +209,9 @@ func (c *Client) resetPlan(ctx context.Context, k Kind, stream, group string, me
 		return plan, nil, err
 	}
 	l := newLayout(scfg)
+	if scfg.LayoutOf() == LayoutPartition {
+		return c.layoutResetPlan(ctx, plan, scfg, l, members)
+	}
 	var rms []resetMember
 	for _, m := range members {
 		name := StaticConsumerName(group, m)
@@ -554,16 +560,20 @@ func (c *Client) movePositions(ctx context.Context, stream, group string, mps []
 		return fmt.Errorf("positions bucket: %w", err)
 	}
 	for _, mp := range mps {
+		name := mp.Member
+		if mp.Partition != nil {
+			name = partitionPositionName(*mp.Partition)
+		}
 		if mp.To <= 1 {
 			// From the start: no saved place, so a consumer made
 			// again delivers all, as a new one does.
-			if err := kv.Purge(ctx, positionKey(stream, group, mp.Member)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			if err := kv.Purge(ctx, positionKey(stream, group, name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 				return fmt.Errorf("clear position of %s: %w", mp.Member, err)
 			}
 			continue
 		}
 		raw, _ := json.Marshal(Position{AckFloor: mp.To - 1, Saved: time.Now().UTC()})
-		if _, err := kv.Put(ctx, positionKey(stream, group, mp.Member), raw); err != nil {
+		if _, err := kv.Put(ctx, positionKey(stream, group, name), raw); err != nil {
 			return fmt.Errorf("save position of %s: %w", mp.Member, err)
 		}
 	}

@@ -71,8 +71,15 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err := ValidateName("group", group); err != nil {
 		return res, err
 	}
+	cfg.Layout = cfg.Layout.stored()
+	res.Config = cfg
 	if err := cfg.Validate(); err != nil {
 		return res, err
+	}
+	if cfg.LayoutOf() == LayoutPartition {
+		if n := len(PartitionConsumerName(group, cfg.MaxMembers-1)); n > maxConsumerName {
+			return res, invalid("group name", strconv.Quote(group[:32]+"..."), "makes partition consumer names %d bytes long; the server allows %d: shorten the group name", n, maxConsumerName)
+		}
 	}
 	for _, m := range cfg.MemberNames() {
 		if n := len(StaticConsumerName(group, m)); n > maxConsumerName {
@@ -105,10 +112,13 @@ func (c *Client) CreateStatic(ctx context.Context, stream, group string, cfg Sta
 	if err != nil {
 		return res, err
 	}
+	if err := c.otherLayoutHas(ctx, KindStatic, stream, group, cfg.Layout); err != nil {
+		return res, err
+	}
 	if err := c.checkStaticNames(ctx, stream, group, cfg); err != nil {
 		return res, err
 	}
-	kv, err := c.bucketFor(ctx, StaticBucket, si.Config.Replicas)
+	kv, err := c.bucketFor(ctx, KindStatic.LayoutBucket(cfg.Layout), si.Config.Replicas)
 	if err != nil {
 		return res, err
 	}
@@ -225,6 +235,14 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 		return gi, err
 	}
 	fillConfig(&gi, cfg)
+	if cfg.LayoutOf() == LayoutPartition {
+		parts, err := c.layoutInfo(ctx, &gi, KindStatic, stream, cfg)
+		if err != nil {
+			return gi, err
+		}
+		c.fillLag(ctx, &gi, lagInput{stream: stream, si: si, parts: parts, static: true, group: group, origin: stream}, scope)
+		return gi, ctx.Err()
+	}
 	l := newLayout(cfg)
 	cis := map[string]*jetstream.ConsumerInfo{}
 	for _, m := range cfg.MemberNames() {
@@ -265,6 +283,9 @@ type StepDownResult struct {
 	Member    string `json:"member"`
 	Consumer  string `json:"consumer"`
 	PrevPinID string `json:"previous_pin_id"`
+	// Consumers, on a partition-layout group, are the partition consumers
+	// unpinned (Consumer is the first of them).
+	Consumers []string `json:"consumers,omitempty"`
 	// NothingPinned: no instance was pinned (none runs, or the member has
 	// no consumer yet), so there was nothing to release. The wanted state
 	// holds; it is not an error, so stepping down twice succeeds.
@@ -291,6 +312,9 @@ func (c *Client) StaticStepDown(ctx context.Context, stream, group, member strin
 }
 
 func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
+	if len(ms.PartitionConsumers) > 0 {
+		return c.layoutStepDown(ctx, stream, ms)
+	}
 	res := StepDownResult{Member: ms.Member, Consumer: ms.Consumer, PrevPinID: ms.PinID, Waiting: ms.Waiting}
 	if nothing, why := notPinned(ms); nothing {
 		res.NothingPinned, res.Why = true, why
@@ -331,20 +355,11 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return res, err
 	}
-	kv, err := c.bucket(ctx, StaticBucket)
+	sg, err := c.findGroup(ctx, KindStatic, stream, group)
 	if err != nil {
-		if errors.Is(err, ErrGroupNotFound) {
-			return res, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
 		return res, err
 	}
-	e, err := kv.Get(ctx, Key(stream, group))
-	if err != nil {
-		if isNotFound(err) {
-			return res, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
-		return res, err
-	}
+	kv, e := sg.kv, sg.entry
 	// A config we cannot parse still names the members it can; their
 	// consumers are deleted only when they prove to be theirs.
 	var cfg StaticConfig
@@ -357,6 +372,22 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 		return res, nil
 	}
 	var errs []error
+	if sg.layout == LayoutPartition {
+		for p := range cfg.MaxMembers {
+			name := PartitionConsumerName(group, p)
+			deleted, kept, err := c.deletePartitionConsumer(ctx, s, stream, name, KindStatic, stream, group, p)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case deleted:
+				res.Consumers = append(res.Consumers, name)
+			case kept != "":
+				res.Kept = append(res.Kept, kept)
+			}
+		}
+		c.deletePositions(ctx, stream, group, partitionPositionNames(cfg.MaxMembers))
+		return res, errors.Join(errs...)
+	}
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
 		deleted, kept, err := c.deleteOwnedConsumer(ctx, s, stream, name, "static", group, m, staticForms(cfg, m))

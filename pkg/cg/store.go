@@ -76,24 +76,15 @@ func decodeStatic(key string, raw []byte) (StaticConfig, error) {
 	return cfg, nil
 }
 
-// getStatic reads a static group's configuration and its KV revision.
+// getStatic reads a static group's configuration and its KV revision,
+// from the bucket of whichever layout holds it.
 func (c *Client) getStatic(ctx context.Context, stream, group string) (StaticConfig, uint64, error) {
-	kv, err := c.bucket(ctx, StaticBucket)
+	sg, err := c.findGroup(ctx, KindStatic, stream, group)
 	if err != nil {
-		if errors.Is(err, ErrGroupNotFound) {
-			return StaticConfig{}, 0, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
 		return StaticConfig{}, 0, err
 	}
-	e, err := kv.Get(ctx, Key(stream, group))
-	if err != nil {
-		if isNotFound(err) {
-			return StaticConfig{}, 0, fmt.Errorf("%w: no static group %q on stream %q", ErrGroupNotFound, group, stream)
-		}
-		return StaticConfig{}, 0, fmt.Errorf("read group %s: %w", Key(stream, group), err)
-	}
-	cfg, err := decodeStatic(e.Key(), e.Value())
-	return cfg, e.Revision(), err
+	cfg, err := decodeStatic(sg.entry.Key(), sg.entry.Value())
+	return cfg, sg.entry.Revision(), err
 }
 
 // GroupRef names a stored group.
@@ -101,6 +92,9 @@ type GroupRef struct {
 	Kind   string `json:"kind"` // static or elastic
 	Stream string `json:"stream"`
 	Group  string `json:"group"`
+	// Layout is "partition" for a partition-layout group, empty for the
+	// member layout.
+	Layout Layout `json:"layout,omitempty"`
 }
 
 // kindBucket is the bucket holding groups of kind ("static" or "elastic").
@@ -120,8 +114,21 @@ func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, e
 		kinds = []string{"static", "elastic"}
 	}
 	var out []GroupRef
+	type source struct {
+		kind, bucket string
+		layout       Layout
+	}
+	var sources []source
 	for _, kind := range kinds {
-		bucket := kindBucket(kind)
+		for _, l := range Layouts() {
+			sources = append(sources, source{kind, Kind(kind).LayoutBucket(l), l.stored()})
+		}
+	}
+	for _, src := range sources {
+		kind, bucket := src.kind, src.bucket
+		if bucket == "" {
+			bucket = kindBucket(kind)
+		}
 		kv, err := c.bucket(ctx, bucket)
 		if errors.Is(err, ErrGroupNotFound) {
 			continue
@@ -135,7 +142,7 @@ func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, e
 		}
 		for k := range lister.Keys() {
 			if s, g, ok := strings.Cut(k, "."); ok && g != "" {
-				out = append(out, GroupRef{Kind: kind, Stream: s, Group: g})
+				out = append(out, GroupRef{Kind: kind, Stream: s, Group: g, Layout: src.layout})
 			}
 		}
 		if err := ctx.Err(); err != nil {

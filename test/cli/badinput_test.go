@@ -152,6 +152,16 @@ func cases(t *testing.T, url string) []badCase {
 		{name: "count negative", args: []string{"elastic", "consume", "PLAIN", "eg", "a", "--count=-3"}, code: 2,
 			want: []string{`"--count"`, "below the minimum 0"}},
 
+		// Layouts.
+		{name: "layout unknown, static", args: []string{"static", "create", "balanced", "ORDERS", "g", "10", "m1", "--layout", "partitions"}, code: 2,
+			want: []string{`--layout "partitions" is not a layout: use member (the default) or partition`}},
+		{name: "layout unknown, elastic", args: []string{"elastic", "create", "PLAIN", "g", "4", "--layout", "consumer"}, code: 2,
+			want: []string{`--layout "consumer" is not a layout`}},
+		{name: "layout partition above its ceiling", args: []string{"elastic", "create", "PLAIN", "g", "2000", "--filter", "plain.*:1", "--layout", "partition"}, code: 2,
+			want: []string{"2000 partitions is more than the partition layout allows (256"}},
+		{name: "layout partition over a member-layout name", args: []string{"static", "create", "balanced", "ORDERS", "sg", "10", "m1", "m2", "--layout", "partition"}, code: 1,
+			want: []string{`static group "sg" on "ORDERS" exists with the member layout`}},
+
 		// Durations.
 		{name: "sleep without unit", args: []string{"static", "consume", "ORDERS", "sg", "m1", "--sleep", "5"}, code: 2,
 			want: []string{`"--sleep"`, `"5" has no unit`}},

@@ -65,17 +65,41 @@ type MemberStatus struct {
 	// the server refuses, as a reference-made group may store), "" when
 	// it can.
 	Unusable string `json:"unusable,omitempty"`
+	// PartitionConsumers, on a partition-layout group, are the consumers
+	// of the member's partitions, one each; the fields above then sum
+	// them up (Consumer is empty, Pinned is any of them pinned, PinID the
+	// first pinned one's, Waiting the most pull requests on one).
+	PartitionConsumers []PartitionConsumer `json:"partition_consumers,omitempty"`
+}
+
+// PartitionConsumer is what the server shows of one partition's consumer
+// in a partition-layout group.
+type PartitionConsumer struct {
+	Partition   int       `json:"partition"`
+	Consumer    string    `json:"consumer"`
+	Owner       string    `json:"owner,omitempty"`
+	Exists      bool      `json:"exists"`
+	Pinned      bool      `json:"pinned"`
+	PinID       string    `json:"pin_id,omitempty"`
+	PinnedSince time.Time `json:"pinned_since,omitzero"`
+	Waiting     int       `json:"waiting"`
+	Pending     uint64    `json:"pending"`
+	AckPending  int       `json:"ack_pending"`
+	AckFloor    uint64    `json:"ack_floor_stream_seq"`
 }
 
 // GroupInfo is a group's configuration and the state of its members.
 type GroupInfo struct {
-	Kind       string      `json:"kind"` // static or elastic
-	Stream     string      `json:"stream"`
-	Group      string      `json:"group"`
-	Config     GroupConfig `json:"config"` // StaticConfig or ElasticConfig
-	Partitions int         `json:"partitions"`
-	Mode       string      `json:"mode"` // balanced or mapped
-	Filters    []string    `json:"filters"`
+	Kind   string      `json:"kind"` // static or elastic
+	Stream string      `json:"stream"`
+	Group  string      `json:"group"`
+	Config GroupConfig `json:"config"` // StaticConfig or ElasticConfig
+	// Layout is "partition" for a partition-layout group (one consumer
+	// per partition), empty for the member layout.
+	Layout     string   `json:"layout,omitempty"`
+	Partitions int      `json:"partitions"`
+	Mode       string   `json:"mode"` // balanced or mapped
+	Filters    []string `json:"filters"`
 	// Owners[p] is the member owning partition p ("" when none does).
 	Owners  []string       `json:"owners"`
 	Members []MemberStatus `json:"members"`

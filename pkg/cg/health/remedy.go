@@ -21,6 +21,9 @@ const (
 	RemedyRecreateInvalidConfig RemedyCode = "recreate-invalid-config"
 	// RemedyRecreateElastic: delete the elastic group and create it again.
 	RemedyRecreateElastic RemedyCode = "recreate-elastic"
+	// RemedyPartitionLayout: recreate the group with the partition layout
+	// (one single-filter consumer per partition).
+	RemedyPartitionLayout RemedyCode = "partition-layout"
 	// RemedyRepairWorkStreamSources: re-run the elastic group's create
 	// (MaxMembers is its argument) to repair the work stream's sources.
 	RemedyRepairWorkStreamSources RemedyCode = "repair-work-stream-sources"

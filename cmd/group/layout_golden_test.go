@@ -1,0 +1,61 @@
+package group_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cg-dev/cg/internal/clitest"
+)
+
+// A partition-layout group through ls, info and member-info: the layout
+// shows, and so does each partition's consumer with its pin.
+func TestGoldenStaticPartitionLayout(t *testing.T) {
+	e := newEnv(t, 4)
+	e.mustRun("static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2", "--layout", "partition")
+	e.mustRun("static", "create", "balanced", "ORDERS", "h", "4", "m1")
+	e.publishPerPartition(4, 2)
+
+	goldenOut(t, "static-ls-layouts", e.mustRun("static", "ls", "ORDERS"))
+	goldenOut(t, "static-info-partition-layout-unpinned", e.mustRun("static", "info", "ORDERS", "g"))
+
+	e.joinAll("static", "ORDERS", "g", "m1", "m2")
+	clitest.Eventually(t, 20*time.Second, "every partition consumer pinned, nothing pending", func() bool {
+		r := e.mustRun("static", "info", "ORDERS", "g", "--json")
+		var v struct {
+			Members []struct {
+				PartitionConsumers []struct {
+					Pinned     bool `json:"pinned"`
+					Pending    int  `json:"pending"`
+					AckPending int  `json:"ack_pending"`
+				} `json:"partition_consumers"`
+			} `json:"members"`
+		}
+		_ = json.Unmarshal([]byte(r.Out), &v)
+		n := 0
+		for _, m := range v.Members {
+			for _, pc := range m.PartitionConsumers {
+				if !pc.Pinned || pc.Pending+pc.AckPending > 0 {
+					return false
+				}
+				n++
+			}
+		}
+		return n == 4
+	})
+	goldenOut(t, "static-info-partition-layout-pinned", e.mustRun("static", "info", "ORDERS", "g"))
+	goldenOut(t, "static-member-info-partition-layout", e.mustRun("static", "member-info", "ORDERS", "g", "m1"))
+	// watch and check read a partition-layout group too.
+	if r := e.mustRun("static", "watch", "ORDERS", "g", "--count", "1"); !strings.Contains(r.Out, "m1") {
+		t.Fatalf("watch: %s", r.Out)
+	}
+	r := e.mustRun("static", "ls", "ORDERS", "--json")
+	var ls []struct {
+		Group  string `json:"group"`
+		Layout string `json:"layout"`
+	}
+	if err := json.Unmarshal([]byte(r.Out), &ls); err != nil || len(ls) != 2 || ls[0].Layout != "partition" || ls[1].Layout != "" {
+		t.Fatalf("ls --json: %s (%v)", r.Out, err)
+	}
+}
