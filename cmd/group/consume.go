@@ -270,12 +270,16 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
 	}
 
-	handler := func(_ context.Context, m *cg.Msg) {
+	handler := func(hctx context.Context, m *cg.Msg) {
 		mu.Lock()
 		over := o.Count > 0 && sum.Handled >= o.Count
 		mu.Unlock()
 		if over {
-			// Delivered while stopping after --count: hand it back now.
+			// Delivered while stopping after --count (another lane's):
+			// hand it back once the instance has stopped pulling (its
+			// context is cancelled then), or the server would deliver it
+			// straight back to this instance.
+			<-hctx.Done()
 			_ = m.Nak()
 			return
 		}

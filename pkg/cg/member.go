@@ -590,6 +590,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 	if b == nil {
 		return false
 	}
+	b.puller.cancel() // nothing more delivered to what is handed back
 	b.releasing.Store(true)
 	close(b.stopPull)
 	<-b.pullDone
@@ -870,6 +871,7 @@ func (m *Member) stopFor(err error, cause EventCause) { m.finish(err, cause, sto
 
 func (m *Member) finish(err error, cause EventCause, reason string) {
 	m.once.Do(func() {
+		m.withdrawPull()
 		m.stopping.Store(true)
 		m.cancel()
 		m.kind.halt() // no rebinding behind our back
@@ -888,6 +890,19 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		close(m.done)
 	})
 	<-m.done
+}
+
+// withdrawPull withdraws the bound consumer's pull request (puller.cancel)
+// before a stop hands anything back: from the moment the instance is
+// stopping, what a handler or stage naks goes to the next instance, not
+// back to this one.
+func (m *Member) withdrawPull() {
+	m.mu.Lock()
+	b := m.bound
+	m.mu.Unlock()
+	if b != nil {
+		b.puller.cancel()
+	}
 }
 
 func (m *Member) unpin() error {
