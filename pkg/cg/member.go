@@ -165,6 +165,9 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.AckWait < 0 || o.PinnedTTL < 0 || o.PullExpiry < 0 || o.MaxAckPending < 0 {
 		return o, errors.New("join options must not be negative")
 	}
+	if err := o.checkCeilings(); err != nil {
+		return o, err
+	}
 	if o.AckWait == 0 {
 		o.AckWait = DefaultAckWait
 	}
