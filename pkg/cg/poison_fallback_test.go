@@ -2,11 +2,15 @@ package cg
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -201,4 +205,67 @@ func TestPoisonParkRecordRetriedWhenBucketGone(t *testing.T) {
 		t.Fatalf("the handler had the poison message %d times, want 3 (2, then one for the release)", n)
 	}
 	log.checkOrder(t, 11, true)
+}
+
+// The member may not publish to the dead-letter subject (a permission
+// denied to its user): the same hold, the handler never called again.
+func TestPoisonDeadLetterDeniedHoldsWithoutHandling(t *testing.T) {
+	o := natstest.Options(t.TempDir())
+	o.Users = []*server.User{
+		{Username: "admin", Password: "admin-pw"},
+		{Username: "member", Password: "member-pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"dlq.>"}},
+		}},
+	}
+	s := natstest.Start(t, o)
+	ctx := fallbackCtx(t)
+	admin, err := nats.Connect(s.ClientURL(), nats.UserInfo("admin", "admin-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ajs, _ := jetstream.New(admin)
+	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "ORDERS", Subjects: []string{"orders.*.*"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "orders.*.*",
+			Destination: "{{partition(8,1)}}.orders.{{wildcard(1)}}.{{wildcard(2)}}"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ajs.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(ajs).CreateStatic(ctx, "ORDERS", "g", StaticConfig{MaxMembers: 8, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		msg := nats.NewMsg(fmt.Sprintf("orders.%s.e%d", poisonKey, i))
+		msg.Header.Set("Key", poisonKey)
+		msg.Header.Set("Seq", strconv.Itoa(i+poisonSeq-1)) // the first is the poison one
+		if _, err := ajs.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mc, err := nats.Connect(s.ClientURL(), nats.UserInfo("member", "member-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	mjs, _ := jetstream.New(mc)
+	log := newPoisonLog()
+	m, err := New(mjs).JoinStatic(ctx, "ORDERS", "g", "m1", log.handler(func() bool { return true }, nil),
+		JoinOptions{OnEvent: log.onEvent, Retry: &RetryPolicy{MaxDeliver: 2, Backoff: []time.Duration{10 * time.Millisecond}, DeadLetter: "dlq.orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	natstest.Eventually(t, 60*time.Second, "two denied dead-letter publishes", func() bool {
+		return log.warnings("dead letter of message") >= 2
+	})
+	if n := log.nAttempts(); n != 2 {
+		t.Fatalf("the handler had the poison message %d times, want 2 (max deliver)", n)
+	}
+	if n := log.keyCount(poisonKey); n != 0 {
+		t.Fatalf("%d later messages of the poison key handled while it is held", n)
+	}
 }
