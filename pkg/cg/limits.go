@@ -214,7 +214,8 @@ func memberNameReason(r rune) string {
 // (runtime.MemStats after a collection, on a loaded 2-core machine):
 //
 //   - a handler slot (Concurrency) costs about 2.2 KB (a worker goroutine
-//     and its lane): 1024 slots take about 2.2 MB;
+//     and its lane): 1024 slots take about 2.2 MB (the built binary's
+//     peak RSS, TestMeasureConsumeRSS: 29.8 MB at 1, 32.5 MB at 1024);
 //   - a message held unacked in the instance (MaxAckPending: queued in a
 //     lane, a batch or the pull buffer) costs about 1 KB plus its payload:
 //     4096 of 1 KB take about 8 MB. The pull buffer is sized for at most
