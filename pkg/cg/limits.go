@@ -314,7 +314,7 @@ func checkBackoff(opt string, b []time.Duration) error {
 	}
 	for _, d := range b {
 		if d > MaxBackoffDelay {
-			return fmt.Errorf("%w: %s delay %s is above cg's ceiling of %s (a longer wait is a park: use --on-poison park): use at most %s", ErrAboveCeiling, opt, d, MaxBackoffDelay, MaxBackoffDelay)
+			return fmt.Errorf("%w: %s delay %s is above cg's ceiling of %s (a longer wait is a park: use PoisonPark): use at most %s", ErrAboveCeiling, opt, d, MaxBackoffDelay, MaxBackoffDelay)
 		}
 	}
 	return nil
