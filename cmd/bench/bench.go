@@ -24,6 +24,8 @@ import (
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/internal/render"
+	"github.com/cg-dev/cg/internal/traffic"
+	"github.com/cg-dev/cg/pkg/cg"
 )
 
 // Bounds that keep a run finite.
@@ -119,10 +121,10 @@ benchmark in internal/bench: make bench-compare.`,
 			if opts.Partitions, err = parseInts("partitions", partitions, 1, maxPartitions); err != nil {
 				return err
 			}
-			if opts.MaxAckPending, err = parseInts("max-ack-pending", maps, 1, 10000); err != nil {
+			if opts.MaxAckPending, err = parseInts("max-ack-pending", maps, 1, cg.MaxAckPendingMax); err != nil {
 				return err
 			}
-			if opts.Concurrency, err = parseInts("concurrency", concurrency, 1, 1024); err != nil {
+			if opts.Concurrency, err = parseInts("concurrency", concurrency, 1, cg.MaxConcurrency); err != nil {
 				return err
 			}
 			if opts.Handlers, err = parseDurations("handler", handlers); err != nil {
@@ -133,6 +135,9 @@ benchmark in internal/bench: make bench-compare.`,
 			}
 			if opts.CLI {
 				opts.Preload = true
+			}
+			if opts.Keys > traffic.MaxKeys {
+				return cmdutil.UsageErrorf("--keys %d is above cg's ceiling of %d (each key a run uses takes about 280 B): use at most %d, such as 1000", opts.Keys, traffic.MaxKeys, traffic.MaxKeys)
 			}
 			if opts.Messages > maxMessages {
 				return cmdutil.UsageErrorf("--messages %d is too many: use at most %d, such as 20000", opts.Messages, maxMessages)

@@ -188,6 +188,12 @@ that members can be added and dropped from the page; interrupt to end.`,
 			if opts.Sleep > 500*time.Millisecond {
 				return cmdutil.UsageErrorf("--sleep %v is too long for the demo's traffic: use at most 500ms, such as 5ms", opts.Sleep)
 			}
+			if opts.Concurrency > cg.MaxConcurrency {
+				return cmdutil.UsageErrorf("--concurrency %d is above cg's ceiling of %d (%s): use at most %d, such as 4", opts.Concurrency, cg.MaxConcurrency, cg.CostConcurrency, cg.MaxConcurrency)
+			}
+			if opts.Keys > traffic.MaxKeys {
+				return cmdutil.UsageErrorf("--keys %d is above cg's ceiling of %d (each key a run uses takes about 280 B): use at most %d, such as 20", opts.Keys, traffic.MaxKeys, traffic.MaxKeys)
+			}
 			if opts.Batch > 100 {
 				return cmdutil.UsageErrorf("--batch %d is too large for the demo's traffic: use at most 100, such as 10", opts.Batch)
 			}

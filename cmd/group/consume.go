@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Args:    Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
+			if err := opts.checkCeilings(); err != nil {
+				return err
+			}
 			if err := opts.checkLanes(cmd.Flags().Changed("max-ack-pending")); err != nil {
 				return err
 			}
@@ -92,8 +96,8 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 		cmdutil.DurationVar(fs, &opts.Inactive, "inactive-threshold", cg.DefaultInactiveThreshold, "1h", "delete the member consumer this long after its last instance stops; the member resumes where it left off when it returns (0s: keep it forever, as the reference does; to share a member with reference instances use --reference-compatible)")
 	}
 	cmdutil.DurationVar(fs, &opts.Liveness, "liveness-check", 250*time.Millisecond, "250ms", "how often a standby checks that the pinned instance is still there, to replace a dead, frozen or cut-off one at once instead of after the pinned TTL; the pinned instance fences itself on a matching threshold, so instances of one member should agree (0s: off)")
-	cmdutil.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order)")
-	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 1, 1, "8", "handler calls at once; above 1, messages of one key (see --order) are still handled in order, different keys at once, and max ack pending defaults to 4x this")
+	cmdutil.CountVar(fs, &opts.MaxAckPending, "max-ack-pending", cg.DefaultMaxAckPending, 1, "1", "unacknowledged messages allowed at once (1 keeps strict per-key order); at most "+strconv.Itoa(cg.MaxAckPendingMax)+" (each held message takes about 1 KB plus its payload)")
+	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 1, 1, "8", "handler calls at once; above 1, messages of one key (see --order) are still handled in order, different keys at once, and max ack pending defaults to 4x this; at most "+strconv.Itoa(cg.MaxConcurrency)+" (each slot takes about 2.2 KB)")
 	fs.StringVar(&opts.Order, "order", string(cg.OrderKey), "with --concurrency above 1, what stays in order: key (messages of one partitioning key), partition (one lane per partition) or none (key affinity only, no order)")
 	cmdutil.CountVar(fs, &opts.Count, "count", 0, 0, "100", "stop after handling this many messages (0: run until interrupted)")
 	fs.BoolVar(&opts.ReferenceCompatible, "reference-compatible", false, "create the member consumer exactly as the reference library would (no cg ownership marks; static: kept forever), so reference instances of the same member can share it; needed when one member runs both")
@@ -304,12 +308,16 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
 	}
 
-	handler := func(_ context.Context, m *cg.Msg) {
+	handler := func(hctx context.Context, m *cg.Msg) {
 		mu.Lock()
 		over := o.Count > 0 && sum.Handled >= o.Count
 		mu.Unlock()
 		if over {
-			// Delivered while stopping after --count: hand it back now.
+			// Delivered while stopping after --count (another lane's):
+			// hand it back once the instance has stopped pulling (its
+			// context is cancelled then), or the server would deliver it
+			// straight back to this instance.
+			<-hctx.Done()
 			_ = m.Nak()
 			return
 		}

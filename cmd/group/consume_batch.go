@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ type BatchLine struct {
 
 // batchFlags binds --batch, --batch-wait and --fail-every.
 func (o *ConsumeOptions) batchFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Batch, "batch", 0, "hand messages to the handler in ordered batches of up to N (all under one pin, acked together after the batch succeeded, a failed batch retried whole and in order); 0: one at a time. Max ack pending defaults to 4×N")
+	fs.IntVar(&o.Batch, "batch", 0, "hand messages to the handler in ordered batches of up to N (all under one pin, acked together after the batch succeeded, a failed batch retried whole and in order); 0: one at a time. Max ack pending defaults to 4×N; at most "+strconv.Itoa(cg.MaxBatchSize)+" (a batch holds its messages, four batches' worth pulled ahead)")
 	cmdutil.DurationVar(fs, &o.BatchWait, "batch-wait", 0, "100ms", "with --batch, how long to gather after a batch's first message before handing over fewer than N (0: 100ms)")
 	fs.IntVar(&o.FailEvery, "fail-every", 0, "with --batch, fail the first attempt of every K-th batch, to watch it retried in order (a failing sink, for demos); 0: never")
 }

@@ -3,6 +3,7 @@ package group
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,8 +34,8 @@ type PoisonFlags struct {
 
 // bindPoison adds the poison-message flags to fs.
 func (p *PoisonFlags) bind(fs *pflag.FlagSet) {
-	cmdutil.CountVar(fs, &p.MaxDeliver, "max-deliver", 0, 1, "5", "deliveries a message gets before it is poison, the first included (0: unlimited, as before; 1: no retry); then --on-poison applies")
-	fs.Var(&backoffValue{p: &p.Backoff}, "backoff", "delays before the 2nd, 3rd, ... delivery of a failed message, comma-separated (the last repeats), such as 1s,5s,30s; kept by this instance (the member consumer's configuration is unchanged)")
+	cmdutil.CountVar(fs, &p.MaxDeliver, "max-deliver", 0, 1, "5", "deliveries a message gets before it is poison, the first included (0: unlimited, as before; 1: no retry); then --on-poison applies; at most "+strconv.Itoa(cg.MaxDeliverMax))
+	fs.Var(&backoffValue{p: &p.Backoff}, "backoff", "delays before the 2nd, 3rd, ... delivery of a failed message, comma-separated (the last repeats), such as 1s,5s,30s; kept by this instance (the member consumer's configuration is unchanged); at most "+strconv.Itoa(cg.MaxBackoffSteps)+" delays of at most "+cg.MaxBackoffDelay.String())
 	fs.StringVar(&p.OnPoison, "on-poison", "", "what to do with a poison message: dead-letter (publish it to --dead-letter, then ack it), park (hold its key until 'release') or stop (the instance exits with an error naming it); default: dead-letter when --dead-letter is given, otherwise park")
 	fs.StringVar(&p.DeadLetter, "dead-letter", "", "subject dead letters are published to, with Cg- headers naming where they came from; a stream of yours must capture it")
 	fs.StringVar(&p.FailSubject, "fail-subject", "", "demo handler: fail (nak) every message whose subject, partition token stripped, matches this NATS pattern, such as 'orders.k7' or 'orders.*.refund'")

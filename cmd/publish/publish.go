@@ -88,6 +88,12 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Pattern = args[0]
 			opts.JSON = f.JSON
+			if opts.Keys > traffic.MaxKeys {
+				return cmdutil.UsageErrorf("--keys %d is above cg's ceiling of %d (each key a run uses takes about 280 B): use at most %d, such as --keys 20", opts.Keys, traffic.MaxKeys, traffic.MaxKeys)
+			}
+			if opts.Size > traffic.MaxSize {
+				return cmdutil.UsageErrorf("--size %d is above cg's ceiling of %d bytes (the server's default largest message, 1 MiB): use at most %d, such as --size 256", opts.Size, traffic.MaxSize, traffic.MaxSize)
+			}
 			if err := traffic.ValidateKey(opts.KeyPrefix + "1"); err != nil {
 				return cmdutil.UsageErrorf("--key-prefix %q: keys must not contain '.', '*', '>' or white space; use one such as cust-", opts.KeyPrefix)
 			}
@@ -103,13 +109,13 @@ or --duration, or on Ctrl-C, still printing the summary and exiting 0.`,
 		},
 	}
 	fs := cmd.Flags()
-	cmdutil.CountVar(fs, &opts.Keys, "keys", 10, 1, "20", "number of distinct keys")
+	cmdutil.CountVar(fs, &opts.Keys, "keys", 10, 1, "20", "number of distinct keys (at most 100000; each takes about 280 B)")
 	fs.StringVar(&opts.KeyPrefix, "key-prefix", "k", "key names are this prefix and a number: k0001, k0002, …")
 	cmdutil.CountVar(fs, &opts.Count, "count", 100, 0, "1000", "messages to publish (0: until interrupted or --duration)")
 	opts.Rate = 10
 	fs.Var(traffic.RateValue{P: &opts.Rate}, "rate", "messages per second, written with a unit: 10/s, 600/m (0: as fast as possible)")
 	cmdutil.DurationVar(fs, &opts.Duration, "duration", 0, "30s", "stop after this long (0: no limit)")
-	cmdutil.CountVar(fs, &opts.Size, "size", 0, 0, "256", "payload size in bytes (0: a short JSON document)")
+	cmdutil.CountVar(fs, &opts.Size, "size", 0, 0, "256", "payload size in bytes (0: a short JSON document; at most 1048576, the server's default largest message)")
 	fs.BoolVar(&opts.Random, "random", false, "pick each message's key at random instead of in turn")
 	fs.BoolVar(&opts.Trace, "trace", false, "stamp every message with a W3C traceparent header: the environment's TRACEPARENT (and TRACESTATE) when set, else a new trace; its trace id goes to stderr, so a member's spans (pkg/cg/plugin/cgotel) can be found")
 	return cmd

@@ -318,3 +318,13 @@ func payload(key string, seq uint64, size int) []byte {
 	}
 	return b
 }
+
+// Ceilings of the publisher's numeric options, as `cg publish`, `cg bench`
+// and `cg demo` take them. A key a run used costs about 280 B (its name,
+// the duplicate check, its sequence and count; TestMeasureKeyMemory), so
+// MaxKeys keys take about 27 MB. MaxSize is the server's default largest
+// message (max_payload, 1 MiB): it refuses anything bigger.
+const (
+	MaxKeys = 100_000
+	MaxSize = 1 << 20
+)

@@ -212,8 +212,22 @@ func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, int, bool) {
 	}
 	if !handedBack {
 		from = max(from, upto-min(upto, maxOrphanNaks))
+		if md.NumDelivered > 1 {
+			// The server is redelivering (what the previous instance handed
+			// back, or what its ack wait ran out on): the rest of that burst
+			// is on its way here, and a nak of one already delivered here
+			// would have it delivered yet again. Let what is in flight land
+			// first (the burst left with the first message), and nak only
+			// what did not come.
+			for wait := time.Now().Add(50 * time.Millisecond); len(s.b.puller.in) > 0 && time.Now().Before(wait); {
+				time.Sleep(time.Millisecond)
+			}
+		}
 		nc := m.c.Conn()
 		for seq := from; seq < upto; seq++ {
+			if s.b.puller.got.has(seq) {
+				continue
+			}
 			subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
 			_ = nc.Publish(subj, []byte("-NAK"))
 		}

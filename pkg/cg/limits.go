@@ -1,9 +1,11 @@
 package cg
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limits.
@@ -205,4 +207,115 @@ func memberNameReason(r rune) string {
 		what = "the wildcards '*' or '>'"
 	}
 	return "must not contain " + what + ": the server refuses it in a consumer name, so no instance of such a member could run"
+}
+
+// Ceilings of the member's numeric options. Each bounds what the option
+// costs in the member's memory, measured with TestMeasureMemoryPerUnit
+// (runtime.MemStats after a collection, on a loaded 2-core machine):
+//
+//   - a handler slot (Concurrency) costs about 2.2 KB (a worker goroutine
+//     and its lane): 1024 slots take about 2.2 MB (the built binary's
+//     peak RSS, TestMeasureConsumeRSS: 29.8 MB at 1, 32.5 MB at 1024);
+//   - a message held unacked in the instance (MaxAckPending: queued in a
+//     lane, a batch or the pull buffer) costs about 1 KB plus its payload:
+//     4096 of 1 KB take about 8 MB. The pull buffer is sized for at most
+//     4096 unacknowledged messages, so a serial instance allowed more could
+//     overflow it (the client drops what a full buffer cannot take);
+//   - a batch (Batch.Size) holds its messages and, with the default max
+//     ack pending of 4×Size, four batches' worth: 1024 is 4096 messages.
+//
+// With every option at its ceiling and 1 KB messages an instance holds
+// about 10 MB for them. Beyond a ceiling Join refuses with an error
+// wrapping ErrAboveCeiling, before anything is joined.
+const (
+	MaxConcurrency   = 1024
+	MaxAckPendingMax = 4096
+	MaxBatchSize     = 1024
+	// MaxDeliverMax bounds RetryPolicy.MaxDeliver: it costs nothing per
+	// unit, but a bound of more deliveries than this is no bound on a
+	// poison message (at the shortest backoff it would be retried for
+	// hours before it is dealt with).
+	MaxDeliverMax = 1000
+	// MaxBackoffSteps and MaxBackoffDelay bound RetryPolicy.Backoff and
+	// BatchOptions.Backoff: a schedule is kept in the instance, and a nak
+	// delayed by more than a day is a park, which the policy has.
+	MaxBackoffSteps = 100
+	MaxBackoffDelay = 24 * time.Hour
+)
+
+// ErrAboveCeiling is wrapped by the refusal of an option above its
+// ceiling (MaxConcurrency, MaxAckPendingMax, MaxBatchSize, MaxDeliverMax,
+// MaxBackoffSteps, MaxBackoffDelay).
+var ErrAboveCeiling = errors.New("above cg's ceiling")
+
+// CeilingError is an option above its ceiling.
+type CeilingError struct {
+	Option  string // the JoinOptions field, such as "Concurrency"
+	Value   int64
+	Ceiling int64
+	// Cost says what one unit costs, the measurement the ceiling comes from.
+	Cost string
+}
+
+func (e *CeilingError) Error() string {
+	return fmt.Sprintf("%s %d is above cg's ceiling of %d (%s): use at most %d", e.Option, e.Value, e.Ceiling, e.Cost, e.Ceiling)
+}
+
+func (e *CeilingError) Unwrap() error { return ErrAboveCeiling }
+
+// Costs of one unit, as the refusals and the docs say them.
+const (
+	CostConcurrency   = "each handler slot takes about 2.2 KB"
+	CostMaxAckPending = "each message held unacked takes about 1 KB plus its payload, and the pull buffer holds at most 4096"
+	CostBatchSize     = "a batch holds its messages, and four batches' worth are pulled ahead"
+	CostMaxDeliver    = "a bound of more deliveries is no bound on a poison message"
+	CostBackoffSteps  = "the schedule is kept in the instance; its last delay repeats"
+)
+
+// checkCeilings refuses options above their ceilings (withDefaults calls
+// it first, so a default derived from them stays within too).
+func (o JoinOptions) checkCeilings() error {
+	above := func(opt string, v, c int64, cost string) error {
+		if v > c {
+			return &CeilingError{Option: opt, Value: v, Ceiling: c, Cost: cost}
+		}
+		return nil
+	}
+	if err := above("Concurrency", int64(o.Concurrency), MaxConcurrency, CostConcurrency); err != nil {
+		return err
+	}
+	if err := above("MaxAckPending", int64(o.MaxAckPending), MaxAckPendingMax, CostMaxAckPending); err != nil {
+		return err
+	}
+	if o.Batch != nil {
+		if err := above("Batch.Size", int64(o.Batch.Size), MaxBatchSize, CostBatchSize); err != nil {
+			return err
+		}
+		if err := checkBackoff("Batch.Backoff", o.Batch.Backoff); err != nil {
+			return err
+		}
+	}
+	if o.Retry != nil {
+		if err := above("Retry.MaxDeliver", int64(o.Retry.MaxDeliver), MaxDeliverMax, CostMaxDeliver); err != nil {
+			return err
+		}
+		if err := checkBackoff("Retry.Backoff", o.Retry.Backoff); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBackoff refuses a backoff schedule above MaxBackoffSteps entries or
+// with a delay above MaxBackoffDelay.
+func checkBackoff(opt string, b []time.Duration) error {
+	if len(b) > MaxBackoffSteps {
+		return &CeilingError{Option: opt + " entries", Value: int64(len(b)), Ceiling: MaxBackoffSteps, Cost: CostBackoffSteps}
+	}
+	for _, d := range b {
+		if d > MaxBackoffDelay {
+			return fmt.Errorf("%w: %s delay %s is above cg's ceiling of %s (a longer wait is a park: use PoisonPark): use at most %s", ErrAboveCeiling, opt, d, MaxBackoffDelay, MaxBackoffDelay)
+		}
+	}
+	return nil
 }

@@ -169,6 +169,9 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.AckWait < 0 || o.PinnedTTL < 0 || o.PullExpiry < 0 || o.MaxAckPending < 0 {
 		return o, errors.New("join options must not be negative")
 	}
+	if err := o.checkCeilings(); err != nil {
+		return o, err
+	}
 	if o.AckWait == 0 {
 		o.AckWait = DefaultAckWait
 	}
@@ -610,6 +613,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 	if b == nil {
 		return false
 	}
+	b.puller.cancel() // nothing more delivered to what is handed back
 	b.releasing.Store(true)
 	close(b.stopPull)
 	<-b.pullDone
@@ -899,6 +903,7 @@ func (m *Member) stopFor(err error, cause EventCause) { m.finish(err, cause, sto
 
 func (m *Member) finish(err error, cause EventCause, reason string) {
 	m.once.Do(func() {
+		m.withdrawPull()
 		m.stopping.Store(true)
 		m.cancel()
 		m.kind.halt() // no rebinding behind our back
@@ -922,6 +927,19 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		close(m.done)
 	})
 	<-m.done
+}
+
+// withdrawPull withdraws the bound consumer's pull request (puller.cancel)
+// before a stop hands anything back: from the moment the instance is
+// stopping, what a handler or stage naks goes to the next instance, not
+// back to this one.
+func (m *Member) withdrawPull() {
+	m.mu.Lock()
+	b := m.bound
+	m.mu.Unlock()
+	if b != nil {
+		b.puller.cancel()
+	}
 }
 
 func (m *Member) unpin() error {

@@ -49,7 +49,22 @@ type poisonState struct {
 	// holds are how long the lane stage holds the key of a message that
 	// ended unacked: until its backoff passed, or forever (parked, stopped).
 	holds map[uint64]time.Time
+	// owed are poison messages whose dead letter (or park record) could
+	// not be written yet: the handler is done with them, and each
+	// redelivery retries the write only (see settleOwed).
+	owed map[uint64]owedPoison
 }
+
+// owedPoison is what a poison message still owes: the reason and error to
+// dead-letter (or park) it with, and the writes tried so far.
+type owedPoison struct {
+	reason, errText string
+	attempts        int
+}
+
+// maxOwedBackoff bounds the wait between two tries of a dead letter that
+// cannot be written (its stream is gone, the publish is denied).
+const maxOwedBackoff = 30 * time.Second
 
 type heldMsg struct {
 	raw  *nats.Msg
@@ -212,7 +227,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		prefix:  PoisonKeyPrefix(Kind(m.kind.name()), m.stream, m.group, m.member),
 		records: map[uint64]ParkedMessage{}, releases: map[uint64]bool{},
 		relRev: map[uint64]uint64{}, used: map[uint64]uint64{},
-		held: map[uint64]heldMsg{}, holds: map[uint64]time.Time{}}
+		held: map[uint64]heldMsg{}, holds: map[uint64]time.Time{}, owed: map[uint64]owedPoison{}}
 	// What is parked already: a redelivery of it is parked again at once.
 	lister, err := kv.ListKeysFiltered(ctx, ps.prefix+".>")
 	if err != nil {
@@ -223,9 +238,18 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		keys = append(keys, k)
 	}
 	for _, k := range keys {
-		if e, err := kv.Get(ctx, k); err == nil {
-			ps.apply(e.Key(), e.Value(), e.Revision(), false)
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
 		}
+		if seq, ok := strings.CutPrefix(k, ps.prefix+".owed."); ok {
+			var o owedRecord
+			if n, err := strconv.ParseUint(seq, 10, 64); err == nil && json.Unmarshal(e.Value(), &o) == nil {
+				ps.owed[n] = owedPoison{reason: o.Reason, errText: o.Error}
+			}
+			continue
+		}
+		ps.apply(e.Key(), e.Value(), e.Revision(), false)
 	}
 	m.poison = ps
 	return nil
@@ -424,6 +448,26 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 		ps.mu.Unlock()
 		ps.deleteKey(rec, "release")
 	}
+	ps.mu.Lock()
+	owed, isOwed := ps.owed[seq]
+	ps.mu.Unlock()
+	if !parked && isOwed {
+		// The handler is done with it (its deliveries used up, or it
+		// called the message poison): what failed since is the dead
+		// letter's publish, so only that is tried again, never the
+		// handler. The delivery count cannot tell this apart (a message
+		// handed back unhandled also counts one), so it is the owed
+		// record, kept here and in the poison bucket for the member's
+		// next instance, that does.
+		if s.b.releasing.Load() || m.stopping.Load() || m.ackStale(raw) {
+			if !m.ackStale(raw) {
+				_ = raw.Nak()
+			}
+			return
+		}
+		ps.settle(s, raw, md, subject, part, owed.reason, owed.errText, nil, false)
+		return
+	}
 	out := &msgOutcome{}
 	j := s.msg(raw)
 	j.out = out
@@ -479,10 +523,17 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 	if herr != nil {
 		errText = herr.Error()
 	}
+	ps.settle(s, raw, md, subject, part, reason, errText, herr, parked)
+}
+
+// settle takes the policy's action on a poison message: dead-letter, stop
+// or park it.
+func (ps *poisonState) settle(s bindingSink, raw *nats.Msg, md *nats.MsgMetadata, subject string, part int, reason, errText string, herr error, parked bool) {
+	m := ps.m
+	seq := md.Sequence.Stream
 	switch ps.action {
 	case PoisonDeadLetter:
-		ps.deadLetter(s, raw, md, ps.pol.DeadLetter, subject, part, reason, errText)
-		if parked {
+		if ps.deadLetter(s, raw, md, ps.pol.DeadLetter, subject, part, reason, errText) && parked {
 			ps.clear(seq)
 		}
 	case PoisonStop:
@@ -499,16 +550,70 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 		ps.mu.Lock()
 		ps.records[seq] = rec
 		ps.mu.Unlock()
-		if val, err := json.Marshal(rec); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if _, err := ps.kv.Put(ctx, ps.key(seq, "parked"), val); err != nil {
-				m.emit(Event{Kind: EventWarning, Err: err, Reason: fmt.Sprintf("parked message %d is not recorded in KV bucket %s: %v", seq, PoisonBucket, err)})
-			}
-			cancel()
+		if err := ps.record(rec); err != nil {
+			// Parked all the same (held here, its key waiting, the handler
+			// done with it); the record is written again until it holds,
+			// so that release can see it.
+			m.emit(Event{Kind: EventWarning, Err: err, Reason: fmt.Sprintf("parked message %d is not recorded in KV bucket %s yet (%v): it is held here and the record retried", seq, PoisonBucket, err)})
+			go ps.recordLater(rec)
 		}
 		ps.hold(s, raw, rec)
 		m.emit(Event{Kind: EventPoison, Cause: CauseParked, Reason: fmt.Sprintf("parked message %s sequence %d (subject %s, partition %d) after %s (%s): its key waits for a release",
 			md.Stream, seq, subject, part, plural(md.NumDelivered, "delivery", "deliveries"), strings.ReplaceAll(reason, "_", " "))})
+	}
+}
+
+// owedRecord is the value of an owed key: a poison message whose dead
+// letter is still to be published.
+type owedRecord struct {
+	Reason string `json:"reason"`
+	Error  string `json:"error,omitempty"`
+}
+
+// writeOwed records in the poison bucket that seq's dead letter is owed,
+// so that the member's next instance, redelivered it, publishes it without
+// handing it to its handler again. Best effort: when the bucket cannot be
+// written either, this instance still knows, and a next one hands the
+// message to its handler once more before dead-lettering it.
+func (ps *poisonState) writeOwed(seq uint64, o owedPoison) {
+	val, _ := json.Marshal(owedRecord{Reason: o.reason, Error: o.errText})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = ps.kv.Put(ctx, ps.key(seq, "owed"), val)
+}
+
+// record writes a parked message's record.
+func (ps *poisonState) record(rec ParkedMessage) error {
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = ps.kv.Put(ctx, ps.key(rec.Sequence, "parked"), val)
+	return err
+}
+
+// recordLater retries a parked message's record, with a doubling wait,
+// while the message is still parked and the instance runs.
+func (ps *poisonState) recordLater(rec ParkedMessage) {
+	m := ps.m
+	for d := time.Second; ; d = min(2*d, maxOwedBackoff) {
+		select {
+		case <-m.done:
+			return
+		case <-time.After(d):
+		}
+		ps.mu.Lock()
+		_, still := ps.records[rec.Sequence]
+		ps.mu.Unlock()
+		if !still {
+			return
+		}
+		if err := ps.record(rec); err == nil {
+			m.emit(Event{Kind: EventWarning, Reason: fmt.Sprintf("parked message %d is recorded in KV bucket %s now", rec.Sequence, PoisonBucket)})
+			return
+		}
 	}
 }
 
@@ -614,13 +719,31 @@ func (ps *poisonState) deadLetter(s bindingSink, raw *nats.Msg, md *nats.MsgMeta
 	defer cancel()
 	id := "cg-dl." + md.Stream + "." + strconv.FormatUint(seq, 10)
 	if _, err := m.c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: hdr, Data: raw.Data}, jetstream.WithMsgID(id)); err != nil {
-		d := max(ps.pol.delay(md.NumDelivered), time.Second)
+		// The message stays poison: it is owed to the dead-letter
+		// subject, and its redeliveries (after a doubling wait, its key
+		// held meanwhile, other keys going on) retry the publish only,
+		// never the handler.
 		ps.mu.Lock()
+		o, had := ps.owed[seq]
+		o.reason, o.errText = reason, errText
+		o.attempts++
+		ps.owed[seq] = o
+		d := min(max(ps.pol.delay(md.NumDelivered), 250*time.Millisecond)<<min(o.attempts-1, 16), maxOwedBackoff)
 		ps.holds[seq] = time.Now().Add(d)
 		ps.mu.Unlock()
+		if !had {
+			ps.writeOwed(seq, o)
+		}
 		_ = raw.NakWithDelay(d)
-		m.emit(Event{Kind: EventWarning, Err: err, Reason: fmt.Sprintf("dead letter of message %d to %s not confirmed (%v): retrying it in %s", seq, subject, err, d)})
+		m.emit(Event{Kind: EventWarning, Err: err, Reason: fmt.Sprintf("dead letter of message %d to %s not confirmed (%v, attempt %d): it is held, its key waiting, and the publish retried in %s without handling it again", seq, subject, err, o.attempts, d)})
 		return false
+	}
+	ps.mu.Lock()
+	_, had := ps.owed[seq]
+	delete(ps.owed, seq)
+	ps.mu.Unlock()
+	if had {
+		ps.deleteKey(ParkedMessage{Sequence: seq}, "owed")
 	}
 	if hook := m.opts.afterDeadLetter; hook != nil && hook(seq) {
 		return false // a test's crash between the PubAck and the ack

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -206,6 +207,16 @@ type puller struct {
 	// longer than the fence threshold means the connection went silent.
 	lastHeard atomic.Int64
 
+	// got records the stream sequences delivered to this instance lately,
+	// so that a new pin's hand back of orphans (handBackOrphans) leaves
+	// alone what was redelivered to it already.
+	got *seqRing
+
+	// cancelled: the pull request was withdrawn (cancel); nothing more is
+	// asked for.
+	cancelled  atomic.Bool
+	cancelOnce sync.Once
+
 	// Owned by the loop goroutine.
 	sentAt      time.Time
 	outstanding bool
@@ -230,6 +241,7 @@ func newPuller(m *Member) (*puller, error) {
 	// The server never has more than MaxAckPending messages unacknowledged,
 	// so the loop never blocks on a channel this size.
 	p.in = make(chan *nats.Msg, min(m.opts.MaxAckPending, 4096)+pullBatch+64)
+	p.got = newSeqRing(cap(p.in))
 	sub, err := nc.ChanSubscribe(p.inbox, p.in)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe for pulls: %w", err)
@@ -268,7 +280,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 	p.lastHeard.Store(time.Now().UnixNano())
 	for {
 		p.checkFence()
-		if !p.outstanding && !time.Now().Before(p.retryAt) {
+		if !p.outstanding && !time.Now().Before(p.retryAt) && !p.cancelled.Load() {
 			p.pull()
 		}
 		select {
@@ -291,6 +303,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 				p.outstanding = false
 			}
 			p.m.notePin(msg)
+			p.got.add(streamSeq(msg))
 			work <- msg
 		}
 	}
@@ -405,6 +418,27 @@ func (p *puller) drain() (pinned bool) {
 			return pinned
 		}
 	}
+}
+
+// cancel withdraws the outstanding pull request before anything is handed
+// back: while it stands, the server answers each nak by delivering the
+// message to this very request again, so a stopping instance would hand
+// the same messages back to itself, each time counting a delivery, and the
+// next instance would get them late and on their third or later delivery.
+// A pull request has no cancel of its own, but the server drops one whose
+// reply subject has no interest left, so the inbox is unsubscribed in drain
+// mode (the server forgets it, the client still takes what is on its way)
+// and a round trip waited for: after it every message the server sent to
+// the request is in p.in, and nothing more comes. Called once the instance
+// stops or lets go of the consumer; later calls do nothing.
+func (p *puller) cancel() {
+	p.cancelOnce.Do(func() {
+		p.cancelled.Store(true)
+		if err := p.sub.Drain(); err != nil {
+			return
+		}
+		_ = p.nc.FlushTimeout(2 * time.Second)
+	})
 }
 
 func (p *puller) close() { _ = p.sub.Unsubscribe() }

@@ -419,9 +419,9 @@ func (c *Client) Reset(ctx context.Context, k Kind, stream, group string, member
 	return c.reset(ctx, v, k, stream, group, members, t)
 }
 
-func (c *Client) reset(ctx context.Context, v Version, k Kind, stream, group string, members []string, t ResetTarget) (ResetResult, error) {
+func (c *Client) reset(ctx context.Context, v Version, k Kind, stream, group string, members []string, t ResetTarget) (res ResetResult, err error) {
 	plan, rms, err := c.resetPlan(ctx, k, stream, group, members, t)
-	res := ResetResult{ResetPlan: plan}
+	res = ResetResult{ResetPlan: plan}
 	if err != nil {
 		return res, err
 	}
@@ -441,11 +441,17 @@ func (c *Client) reset(ctx context.Context, v Version, k Kind, stream, group str
 	// across the reset; resume them whatever happens.
 	paused, err := c.pauseAll(ctx, stream, plan, live)
 	res.Paused = paused
-	defer c.resumeAll(ctx, stream, paused)
+	defer func() {
+		if rerr := c.resumeAll(ctx, stream, paused); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
 	if err != nil {
 		return res, err
 	}
-	c.drain(ctx, stream, &res, rms, live)
+	c.drain(ctx, stream, &res, rms, live, paused)
+	// The steps below are quick; the lease covers them from here.
+	c.extendPause(ctx, stream, paused)
 	// A consumer to remake must still have no instance (one may have
 	// started since the plan): then nothing has changed yet.
 	for _, i := range live {
@@ -461,18 +467,27 @@ func (c *Client) reset(ctx context.Context, v Version, k Kind, stream, group str
 			return res, described{fmt.Sprintf("an instance of member %q started while planning; consumer %s can only be remade with none running (nothing was changed): stop it and reset again", mp.Member, mp.Consumer), ErrResetUnsupported}
 		}
 	}
+	var moved []string
 	for _, i := range live {
 		mp := res.Members[i]
 		if mp.Recreate {
 			continue
 		}
 		if _, err := c.js.ResetConsumerToSequence(ctx, stream, mp.Consumer, mp.To); err != nil {
-			return res, fmt.Errorf("reset consumer %s on %s to sequence %d: %w", mp.Consumer, stream, mp.To, err)
+			err = fmt.Errorf("reset consumer %s on %s to sequence %d: %w", mp.Consumer, stream, mp.To, err)
+			if len(moved) > 0 {
+				err = fmt.Errorf("%w; members %s were moved already (run the same reset again to move the rest: it moves each member to the same place)", err, strings.Join(moved, ", "))
+			}
+			return res, err
 		}
+		moved = append(moved, mp.Member)
 	}
 	// The position first: a member joining between the two steps makes
 	// its consumer from it.
 	if err := c.movePositions(ctx, stream, group, res.Members); err != nil {
+		if len(moved) > 0 {
+			err = fmt.Errorf("%w; the consumers of members %s were moved, but a member whose consumer is made again (after inactivity) would start from its old place: run the same reset again", err, strings.Join(moved, ", "))
+		}
 		return res, err
 	}
 	for _, i := range live {
@@ -490,12 +505,19 @@ func (c *Client) reset(ctx context.Context, v Version, k Kind, stream, group str
 	return res, nil
 }
 
+// pauseLease is how long each pause of a reset lasts unless the reset
+// renews it (extendPause, while it waits for instances to settle): a reset
+// that dies, loses its connection or cannot resume leaves the member
+// consumers paused for at most this long, never for the whole reset's
+// bound.
+var pauseLease = 10 * time.Second
+
 // pauseAll pauses the consumers of plan's members at idx, returning the
-// ones paused. The pause has a deadline, so that consumers paused by a
-// reset that never finished resume by themselves.
+// ones paused. The pause is a lease (pauseLease), so that consumers paused
+// by a reset that never finished resume by themselves.
 func (c *Client) pauseAll(ctx context.Context, stream string, plan ResetPlan, idx []int) ([]string, error) {
 	var paused []string
-	until := time.Now().Add(resetDrainMax + time.Minute)
+	until := time.Now().Add(pauseLease)
 	for _, i := range idx {
 		name := plan.Members[i].Consumer
 		if _, err := c.js.PauseConsumer(ctx, stream, name, until); err != nil {
@@ -506,20 +528,47 @@ func (c *Client) pauseAll(ctx context.Context, stream string, plan ResetPlan, id
 	return paused, nil
 }
 
-func (c *Client) resumeAll(ctx context.Context, stream string, names []string) {
+// extendPause renews the lease of the consumers paused by a reset.
+func (c *Client) extendPause(ctx context.Context, stream string, names []string) {
+	until := time.Now().Add(pauseLease)
+	for _, name := range names {
+		_, _ = c.js.PauseConsumer(ctx, stream, name, until)
+	}
+}
+
+// resumeAll resumes the consumers a reset paused, each tried a few times;
+// the error names any left paused (until their lease runs out).
+func (c *Client) resumeAll(ctx context.Context, stream string, names []string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	var left []string
+	var last error
 	for _, name := range names {
-		_, _ = c.js.ResumeConsumer(rctx, stream, name)
+		for try := 0; ; try++ {
+			_, err := c.js.ResumeConsumer(rctx, stream, name)
+			if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				break
+			}
+			if try == 2 || rctx.Err() != nil {
+				left, last = append(left, name), err
+				break
+			}
+			time.Sleep(time.Duration(100<<try) * time.Millisecond)
+		}
 	}
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("resume consumers %s on %s: %w; they resume by themselves within %s (the pause is a lease the reset renews while it runs)", strings.Join(left, ", "), stream, last, pauseLease)
 }
 
 // drain waits, for paused consumers, until their instances hold nothing
 // unacked, or what they hold stops changing for the ack wait (a message
 // nak'ed while paused stays pending until the consumer resumes), or
 // resetDrainMax passed; it records what was still unacked.
-func (c *Client) drain(ctx context.Context, stream string, res *ResetResult, rms []resetMember, idx []int) {
+func (c *Client) drain(ctx context.Context, stream string, res *ResetResult, rms []resetMember, idx []int, paused []string) {
 	deadline := time.Now().Add(resetDrainMax)
+	renewed := time.Now()
 	for _, i := range idx {
 		quiet := max(rms[i].ci.Config.AckWait, time.Second)
 		var last [2]uint64
@@ -539,6 +588,10 @@ func (c *Client) drain(ctx context.Context, stream string, res *ResetResult, rms
 			}
 			if time.Since(since) >= quiet || time.Now().After(deadline) || ctx.Err() != nil {
 				break
+			}
+			if time.Since(renewed) >= pauseLease/3 {
+				c.extendPause(ctx, stream, paused)
+				renewed = time.Now()
 			}
 			select {
 			case <-ctx.Done():

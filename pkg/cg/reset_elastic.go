@@ -70,7 +70,7 @@ func (c *Client) elasticResetPlan(ctx context.Context, plan ResetPlan, cfg Elast
 // paused, what their instances hold is let settle, the messages of their
 // partitions are purged from the work stream (cg's own), and the
 // consumers resumed.
-func (c *Client) elasticReset(ctx context.Context, v Version, res ResetResult, rms []resetMember) (ResetResult, error) {
+func (c *Client) elasticReset(ctx context.Context, v Version, res ResetResult, rms []resetMember) (_ ResetResult, err error) {
 	ws := WorkStreamName(res.Stream, res.Group)
 	var live []int
 	for i, rm := range rms {
@@ -80,11 +80,16 @@ func (c *Client) elasticReset(ctx context.Context, v Version, res ResetResult, r
 	}
 	paused, err := c.pauseAll(ctx, ws, res.ResetPlan, live)
 	res.Paused = paused
-	defer c.resumeAll(ctx, ws, paused)
+	defer func() {
+		if rerr := c.resumeAll(ctx, ws, paused); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
 	if err != nil {
 		return res, err
 	}
-	c.drain(ctx, ws, &res, rms, live)
+	c.drain(ctx, ws, &res, rms, live, paused)
+	c.extendPause(ctx, ws, paused)
 	s, err := c.js.Stream(ctx, ws)
 	if err != nil {
 		return res, err

@@ -58,6 +58,7 @@ type msgLine struct {
 	Event     string `json:"event"`
 	Subject   string `json:"subject"`
 	StreamSeq uint64 `json:"stream_seq"`
+	Delivered uint64 `json:"delivered"`
 	PinID     string `json:"pin_id"`
 	Acked     bool   `json:"acked"`
 	at        time.Time
