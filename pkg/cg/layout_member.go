@@ -153,6 +153,9 @@ func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg GroupCon
 	if m.opts.ReferenceCompatible {
 		return nil, fmt.Errorf("%w: %s group %q uses the partition layout, which the reference library cannot read; join without reference compatibility", ErrLayout, k, m.group)
 	}
+	if err := m.opts.checkLayoutCeilings(cfg.PartitionCount()); err != nil {
+		return nil, err
+	}
 	lp := &layoutParent{m: m, k: k, cfg: cfg, children: map[int]*Member{}}
 	m.layout = lp
 	m.consumer = ""

@@ -691,3 +691,38 @@ func TestLayoutParkAndRelease(t *testing.T) {
 		t.Fatalf("order violations %v, %d duplicates", l.bad, l.dups)
 	}
 }
+
+// Each partition of a partition-layout group runs its own handler slots
+// and its own window: an instance owning all 256 partitions at
+// Concurrency 128 would hold 32768 slots. Its join is refused, naming the
+// per-partition ceiling, and no partition consumer is made.
+func TestLayoutOptionsCeilingAcrossPartitions(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.JetStream(t, s)
+	ordersStream(t, js, "WIDE", 256)
+	c := cg.New(js)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "WIDE", "g", cg.StaticConfig{MaxMembers: 256, Members: []string{"m1"}, Layout: cg.LayoutPartition}); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *cg.Msg) {}
+	for _, o := range []cg.JoinOptions{{Concurrency: 128}, {MaxAckPending: 1024}} {
+		m, err := c.JoinStatic(ctx, "WIDE", "g", "m1", noop, o)
+		var ce *cg.CeilingError
+		if !errors.As(err, &ce) || !errors.Is(err, cg.ErrAboveCeiling) || ce.Ceiling != 64 && ce.Ceiling != 256 {
+			if m != nil {
+				m.Stop()
+			}
+			t.Fatalf("join %+v: %v", o, err)
+		}
+	}
+	if got := streamConsumers(t, js, "WIDE"); len(got) != 0 {
+		t.Fatalf("refused joins left consumers %v", got)
+	}
+	m, err := c.JoinStatic(ctx, "WIDE", "g", "m1", noop, cg.JoinOptions{Concurrency: 64})
+	if err != nil {
+		t.Fatalf("at the ceiling: %v", err)
+	}
+	m.Stop()
+	_ = m.Wait()
+}

@@ -274,6 +274,36 @@ const (
 
 // checkCeilings refuses options above their ceilings (withDefaults calls
 // it first, so a default derived from them stays within too).
+// MaxLayoutSlots bounds what one instance of a partition-layout group may
+// hold across the group's partitions: each partition runtime has its own
+// Concurrency handler slots and its own MaxAckPending window, so an
+// instance that owns every partition holds N times the options. 16384
+// slots is about 36 MB, 65536 messages held about 64 MB of 1 KB messages.
+const (
+	MaxLayoutSlots   = 16384
+	MaxLayoutPending = 65536
+)
+
+// checkLayoutCeilings refuses options that, run once for each of a
+// partition-layout group's n partitions, would go above the instance's
+// ceilings.
+func (o JoinOptions) checkLayoutCeilings(n int) error {
+	if n < 1 {
+		return nil
+	}
+	per := func(total int) int64 { return int64(max(1, total/n)) }
+	cost := fmt.Sprintf("on the partition layout each of the group's %d partitions runs its own", n)
+	if c := per(MaxLayoutSlots); o.Concurrency > 1 && int64(o.Concurrency) > c {
+		return &CeilingError{Option: "Concurrency", Value: int64(o.Concurrency), Ceiling: c,
+			Cost: cost + " handler slots, and an instance holds at most " + fmt.Sprint(MaxLayoutSlots)}
+	}
+	if c := per(MaxLayoutPending); int64(o.MaxAckPending) > c {
+		return &CeilingError{Option: "MaxAckPending", Value: int64(o.MaxAckPending), Ceiling: c,
+			Cost: cost + " window of unacked messages, and an instance holds at most " + fmt.Sprint(MaxLayoutPending)}
+	}
+	return nil
+}
+
 func (o JoinOptions) checkCeilings() error {
 	above := func(opt string, v, c int64, cost string) error {
 		if v > c {
