@@ -38,3 +38,15 @@ func (o *ConsumeOptions) checkCeilings() error {
 	}
 	return nil
 }
+
+// ceilingJoinErr words a ceiling the engine found at the join, one that
+// depends on the group (a partition-layout group runs the options once per
+// partition), with the flag that sets it: a usage error, nothing joined.
+func ceilingJoinErr(ce *cg.CeilingError) error {
+	flag := map[string]string{"Concurrency": "concurrency", "MaxAckPending": "max-ack-pending",
+		"Batch.Size": "batch", "Retry.MaxDeliver": "max-deliver"}[ce.Option]
+	if flag == "" {
+		return cmdutil.UsageErrorf("%s", ce.Error())
+	}
+	return cmdutil.UsageErrorf("--%s %d is above cg's ceiling of %d for this group (%s): use at most --%s %d", flag, ce.Value, ce.Ceiling, ce.Cost, flag, ce.Ceiling)
+}

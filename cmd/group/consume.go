@@ -433,6 +433,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, msgHandler, jo)
 	if err != nil {
+		if ce := (*cg.CeilingError)(nil); errors.As(err, &ce) {
+			return ceilingJoinErr(ce)
+		}
 		return wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
 	stopErr := m.Wait()

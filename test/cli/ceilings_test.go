@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cg-dev/cg/internal/clitest"
+	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Every numeric flag above its ceiling (pkg/cg/limits.go,
@@ -61,5 +66,32 @@ func TestAboveCeilingIsRefusedChangingNothing(t *testing.T) {
 				before = takeSnapshot(t, js)
 			}
 		})
+	}
+}
+
+// On a partition-layout group each partition runs the options once: a
+// --concurrency within the flag's ceiling can still be too much for the
+// group's 256 partitions. The join is refused in one line naming the
+// ceiling for this group, exit 2, and no consumer is made.
+func TestPartitionLayoutCeilingIsRefusedChangingNothing(t *testing.T) {
+	s, js, _ := clitest.Server(t)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "WIDE", Subjects: []string{"wide.*"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "wide.*", Destination: "{{partition(256,1)}}.wide.{{wildcard(1)}}"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cg.New(js).CreateStatic(ctx, "WIDE", "g", cg.StaticConfig{MaxMembers: 256, Members: []string{"m1"}, Layout: cg.LayoutPartition}); err != nil {
+		t.Fatal(err)
+	}
+	before := takeSnapshot(t, js)
+	r := run(t, []string{"NATS_URL=" + s.ClientURL()}, "static", "consume", "WIDE", "g", "m1", "--concurrency", "100")
+	if r.Code != 2 {
+		t.Fatalf("exit %d, want 2\n%s", r.Code, r)
+	}
+	checkErrorLine(t, r, 2, []string{"--concurrency 100 is above cg's ceiling of 64 for this group", "256 partitions", "use at most --concurrency 64"}, nil)
+	if diff := before.diff(takeSnapshot(t, js)); len(diff) > 0 {
+		t.Fatalf("the refused consume changed the server:\n%s", strings.Join(diff, "\n"))
 	}
 }
