@@ -103,7 +103,7 @@ discarded): its rate is the messages over the wall time of the commands,
 joining and stopping included. It implies --preload.
 
 --layout lists the group layouts to run (member, the reference's format,
-is the default; partition where this build has it).
+is the default; partition: one consumer per partition).
 
 The comparison with the reference library (pcgroups) is the go test
 benchmark in internal/bench: make bench-compare.`,
