@@ -199,6 +199,9 @@ func analyze(in input) result {
 					last[order(o)] = o.sseq
 				}
 			}
+			if _, ok := last[k.member]; !ok && !in.partitionPins {
+				last[k.member] = 0 // printed nothing: its first message may be the one
+			}
 			for ord, l := range last {
 				ss := memberSeqs[ord]
 				i, _ := slices.BinarySearch(ss, l+1)
