@@ -255,7 +255,11 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		}
 		if o.F.JSON {
 			el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
-			if e.Kind == cg.EventJoined || e.Kind == cg.EventRebalanced {
+			// On a partition-layout group a pin (and what befalls it) is
+			// one partition consumer's: the line names that partition, as
+			// the text line does, so a reader can tell its pins apart.
+			if e.Kind == cg.EventJoined || e.Kind == cg.EventRebalanced ||
+				(len(e.Partitions) == 1 && e.Consumer == cg.PartitionConsumerName(o.Group, e.Partitions[0])) {
 				el.Partitions = e.Partitions
 			}
 			if e.Err != nil {

@@ -59,3 +59,38 @@ func TestGoldenStaticPartitionLayout(t *testing.T) {
 		t.Fatalf("ls --json: %s (%v)", r.Out, err)
 	}
 }
+
+// consume --json on a partition-layout group: each partition consumer is
+// pinned on its own, and each "pinned" line names its one partition, so
+// that a reader of the output can tell which pin is which partition's.
+func TestCLIConsumeJSONPartitionPins(t *testing.T) {
+	e := newEnv(t, 4)
+	e.mustRun("static", "create", "balanced", "ORDERS", "g", "4", "m1", "--layout", "partition")
+	e.publishPerPartition(4, 2)
+	r := e.mustRun("static", "consume", "ORDERS", "g", "m1", "--count", "8", "--sleep", "0s", "--json")
+	pinOf := map[int]string{}
+	for _, l := range clitest.Lines(t, r.Out) {
+		if l["type"] != "event" || l["event"] != "pinned" {
+			continue
+		}
+		parts, _ := l["partitions"].([]any)
+		if len(parts) != 1 {
+			t.Fatalf("pinned line names partitions %v, want exactly one: %v", l["partitions"], l)
+		}
+		k := int(parts[0].(float64))
+		if _, dup := pinOf[k]; dup {
+			t.Fatalf("partition %d pinned twice: %s", k, r.Out)
+		}
+		pinOf[k], _ = l["pin_id"].(string)
+	}
+	if len(pinOf) != 4 {
+		t.Fatalf("pinned lines for partitions %v, want 0-3:\n%s", pinOf, r.Out)
+	}
+	for _, l := range clitest.Lines(t, r.Out) {
+		if l["type"] == "msg" {
+			if k := int(l["partition"].(float64)); l["pin_id"] != pinOf[k] {
+				t.Errorf("message of partition %d under pin %v, its pinned line said %s", k, l["pin_id"], pinOf[k])
+			}
+		}
+	}
+}

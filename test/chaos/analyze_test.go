@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,7 @@ type obs struct {
 type pinObs struct {
 	proc, member, pin string
 	at                time.Time
+	partition         int // the partition it pins (partition layout), else -1
 }
 
 // disruption is something a scenario did to its members, and the window in
@@ -61,6 +63,11 @@ type input struct {
 	// message one member handled to the first the next handled) instead of
 	// per member pin: in an elastic group partitions move between members.
 	partitionGaps bool
+	// partitionPins: the group has the partition layout, so a member holds
+	// one pin per partition: pin changes are counted per member and
+	// partition, and a killed instance may have acked one message unprinted
+	// on each partition it held.
+	partitionPins bool
 	// publishedBetween, when set, says how much traffic a long gap saw.
 	publishedBetween func(a, b time.Time) int
 	// eps: a first handling taken less than eps after a later key-seq was
@@ -112,14 +119,20 @@ func analyze(in input) result {
 	first := map[keySeq]*obs{}
 	copies := map[keySeq]map[uint64]bool{} // stream sequences seen per key/seq
 	firsts := map[string][]*obs{}          // first handlings per key, in order
-	keyMember := map[string]string{}
+	keyMember := map[string]string{}       // the stream order a key's messages share
+	order := func(o *obs) string {
+		if in.partitionPins {
+			return fmt.Sprintf("%s/p%d", o.member, o.partition)
+		}
+		return o.member
+	}
 	for i := range msgs {
 		o := &msgs[i]
 		if o.key == "" || o.seq == 0 {
 			r.unkeyed++
 			continue
 		}
-		keyMember[o.key] = o.member
+		keyMember[o.key] = order(o)
 		ks := keySeq{o.key, o.seq}
 		if _, ok := first[ks]; ok {
 			if copies[ks][o.sseq] {
@@ -179,18 +192,24 @@ func analyze(in input) result {
 			miss[ks] = true
 		}
 		for _, k := range in.kills {
-			var last uint64
-			for _, o := range msgs {
-				if o.proc == k.proc && o.sseq > last {
-					last = o.sseq
+			last := map[string]uint64{} // per stream order the instance printed in
+			for i := range msgs {
+				o := &msgs[i]
+				if o.proc == k.proc && o.sseq > last[order(o)] {
+					last[order(o)] = o.sseq
 				}
 			}
-			ss := memberSeqs[k.member]
-			i, _ := slices.BinarySearch(ss, last+1)
-			if i < len(ss) {
-				if ks := bySSeq[ss[i]]; miss[ks] {
-					delete(miss, ks)
-					r.vouched = append(r.vouched, ks)
+			if _, ok := last[k.member]; !ok && !in.partitionPins {
+				last[k.member] = 0 // printed nothing: its first message may be the one
+			}
+			for ord, l := range last {
+				ss := memberSeqs[ord]
+				i, _ := slices.BinarySearch(ss, l+1)
+				if i < len(ss) {
+					if ks := bySSeq[ss[i]]; miss[ks] {
+						delete(miss, ks)
+						r.vouched = append(r.vouched, ks)
+					}
 				}
 			}
 		}
@@ -239,11 +258,15 @@ func analyze(in input) result {
 			ps.firstMsg = at
 		}
 	}
-	for _, o := range msgs {
-		note(o.member, o.pin, o.at, true)
+	for i := range msgs {
+		note(order(&msgs[i]), msgs[i].pin, msgs[i].at, true)
 	}
 	for _, p := range in.pins {
-		note(p.member, p.pin, p.at, false)
+		who := p.member
+		if in.partitionPins {
+			who = fmt.Sprintf("%s/p%d", p.member, p.partition)
+		}
+		note(who, p.pin, p.at, false)
 	}
 	members := make([]string, 0, len(byMember))
 	for m := range byMember {
@@ -260,7 +283,8 @@ func analyze(in input) result {
 			r.pinChanges++
 			var cause *disruption
 			for _, d := range in.disr {
-				if slices.Contains(d.members, member) && !ps.firstAt.Before(d.start) &&
+				m, _, _ := strings.Cut(member, "/")
+				if slices.Contains(d.members, m) && !ps.firstAt.Before(d.start) &&
 					(d.end.IsZero() || !ps.firstAt.After(d.end.Add(in.grace))) {
 					cause = d
 					break
@@ -276,8 +300,9 @@ func analyze(in input) result {
 			// The failover gap: from the member's last message under
 			// another pin to its first under this one.
 			var prev time.Time
-			for _, o := range msgs {
-				if o.member == member && o.pin != ps.pin && o.at.Before(ps.firstMsg) && o.at.After(prev) {
+			for i := range msgs {
+				o := &msgs[i]
+				if order(o) == member && o.pin != ps.pin && o.at.Before(ps.firstMsg) && o.at.After(prev) {
 					prev = o.at
 				}
 			}

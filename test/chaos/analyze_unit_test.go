@@ -101,6 +101,33 @@ func TestAnalyzeCounts(t *testing.T) {
 		}
 	})
 
+	t.Run("partition layout: pins count per partition, a kill vouches once per partition it held", func(t *testing.T) {
+		in := base()
+		in.partitionPins = true
+		in.partitionGaps = true
+		// Keys a (partition 0) and b (partition 1); x held both pins and
+		// acked a#2 and b#2 unprinted when it was killed.
+		p := func(ob obs, part int) obs { ob.partition = part; return ob }
+		in.msgs = []obs{p(o("x", "a", 1, 1, "P0", 0), 0), p(o("x", "b", 1, 2, "P1", 10), 1),
+			p(o("y", "a", 3, 5, "Q0", 300), 0)}
+		in.kills = []kill{{proc: "x", member: "m1", at: at(15)}}
+		in.disr = []*disruption{{members: []string{"m1"}, start: at(15), end: at(400), inflight: 2}}
+		in.pins = []pinObs{{proc: "x", member: "m1", pin: "P0", at: at(0), partition: 0}, {proc: "x", member: "m1", pin: "P1", at: at(5), partition: 1},
+			{proc: "y", member: "m1", pin: "Q0", at: at(290), partition: 0}, {proc: "y", member: "m1", pin: "Q1", at: at(295), partition: 1}}
+		r := analyze(in)
+		if len(r.lost) != 0 || len(r.vouched) != 2 {
+			t.Fatalf("lost %v vouched %v, want a#2 and b#2 vouched", r.lost, r.vouched)
+		}
+		// Two partitions' first pins are not changes; each partition's second is.
+		if r.pinChanges != 2 || len(r.flaps) != 0 || len(r.gaps) != 1 || r.gaps[0] != 300*time.Millisecond {
+			t.Fatalf("pin changes %d flaps %v gaps %v, want 2, none, [300ms]", r.pinChanges, r.flaps, r.gaps)
+		}
+		in.pins = append(in.pins, pinObs{proc: "y", member: "m1", pin: "Q2", at: at(2000), partition: 1})
+		if r := analyze(in); len(r.flaps) != 1 {
+			t.Fatalf("flaps %v, want partition 1's unexplained pin", r.flaps)
+		}
+	})
+
 	t.Run("a message stored twice is not a redelivery", func(t *testing.T) {
 		in := base()
 		in.published = map[string]uint64{"a": 1}

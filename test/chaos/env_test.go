@@ -48,6 +48,10 @@ type env struct {
 	extra         []string
 	// partitionGaps: measure handover gaps per partition (elastic).
 	partitionGaps bool
+	// layout is the group's layout: "" (cg's default, member) or
+	// "partition" (one pinned consumer per partition, so a member has one
+	// pin per partition it owns).
+	layout string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -214,7 +218,53 @@ func (e *env) setupStatic(n, replicas int, members ...string) {
 	e.t.Helper()
 	e.n = n
 	e.createStream(replicas)
-	e.mustCLI(append([]string{"static", "create", "balanced", streamName, groupName, fmt.Sprint(n)}, members...)...)
+	args := append([]string{"static", "create", "balanced", streamName, groupName, fmt.Sprint(n)}, members...)
+	e.mustCLI(append(args, e.layoutArgs()...)...)
+}
+
+// layoutArgs are the create flags for the scenario's layout.
+func (e *env) layoutArgs() []string {
+	if e.layout == "" {
+		return nil
+	}
+	return []string{"--layout", e.layout}
+}
+
+// partitionConsumer is where partition k's consumer of a partition-layout
+// group lives.
+func (e *env) partitionConsumer(k int) (stream, consumer string) {
+	name := fmt.Sprintf("%s-p%d", groupName, k)
+	if e.kind == "elastic" {
+		return streamName + "-" + groupName, name
+	}
+	return streamName, name
+}
+
+// partitionInfo is partition k's consumer of a partition-layout group.
+func (e *env) partitionInfo(k int) (*jetstream.ConsumerInfo, error) {
+	s, c := e.partitionConsumer(k)
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	cons, err := e.js.Consumer(ctx, s, c)
+	if err != nil {
+		return nil, err
+	}
+	return cons.CachedInfo(), nil
+}
+
+// partitionPin is the pin id the server holds for partition k's consumer
+// ("" for none).
+func (e *env) partitionPin(k int) string {
+	ci, err := e.partitionInfo(k)
+	if err != nil {
+		return ""
+	}
+	for _, pg := range ci.PriorityGroups {
+		if pg.Group == priorityGroup {
+			return pg.PinnedClientID
+		}
+	}
+	return ""
 }
 
 // setupElastic makes the stream and an elastic group of n partitions
@@ -223,7 +273,7 @@ func (e *env) setupElastic(n int, members ...string) {
 	e.t.Helper()
 	e.n = n
 	e.createStream(1)
-	e.mustCLI("elastic", "create", streamName, groupName, fmt.Sprint(n), "--filter", "orders.*:1")
+	e.mustCLI(append([]string{"elastic", "create", streamName, groupName, fmt.Sprint(n), "--filter", "orders.*:1"}, e.layoutArgs()...)...)
 	e.mustCLI(append([]string{"elastic", "add", streamName, groupName}, members...)...)
 }
 
@@ -428,7 +478,22 @@ func (e *env) dump() string {
 			fmt.Fprintf(&b, "    stderr: %s\n", strings.Join(lines[max(0, len(lines)-5):], "\n            "))
 		}
 	}
+	for k := range e.n {
+		if e.layout != "partition" {
+			break
+		}
+		ci, err := e.partitionInfo(k)
+		if err != nil {
+			fmt.Fprintf(&b, "consumer of partition %d: %v\n", k, err)
+			continue
+		}
+		fmt.Fprintf(&b, "consumer of partition %d: pending %d, ack pending %d, waiting %d, delivered %d, ack floor %d, priority %+v\n",
+			k, ci.NumPending, ci.NumAckPending, ci.NumWaiting, ci.Delivered.Stream, ci.AckFloor.Stream, ci.PriorityGroups)
+	}
 	for m := range members {
+		if e.layout == "partition" {
+			break
+		}
 		ci, err := e.consumerInfo(m)
 		if err != nil {
 			fmt.Fprintf(&b, "consumer of %s: %v\n", m, err)
@@ -485,6 +550,11 @@ func (e *env) drained(members []string, timeout time.Duration) {
 	e.mu.Lock()
 	slack := len(e.kills)
 	e.mu.Unlock()
+	if e.layout == "partition" {
+		// A killed instance may have acked one message unprinted on each
+		// partition it held.
+		slack *= e.n
+	}
 	e.waitFor("every published message handled", timeout, func() bool {
 		seen := map[keySeq]bool{}
 		for _, l := range e.msgs("", time.Time{}) {
@@ -497,7 +567,16 @@ func (e *env) drained(members []string, timeout time.Duration) {
 			ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
 			defer cancel()
 			s, err := e.js.Stream(ctx, streamName+"-"+groupName)
-			return err == nil && s.CachedInfo().State.Msgs == 0 && len(seen) >= want
+			return err == nil && s.CachedInfo().State.Msgs == 0 && (len(seen) >= want || slack > 0)
+		}
+		if e.layout == "partition" {
+			for k := range e.n {
+				ci, err := e.partitionInfo(k)
+				if err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
+					return false
+				}
+			}
+			return true
 		}
 		for _, m := range members {
 			ci, err := e.consumerInfo(m)
@@ -551,7 +630,7 @@ func (e *env) finish(members []string, extra func() string) result {
 	e.stopAll()
 
 	in := input{published: last, sseq: sseq, grace: e.grace, eps: 50 * time.Millisecond, partitionGaps: e.partitionGaps,
-		publishedBetween: e.pub.publishedBetween}
+		partitionPins: e.layout == "partition", publishedBetween: e.pub.publishedBetween}
 	e.mu.Lock()
 	in.disr = slices.Clone(e.disr)
 	in.kills = slices.Clone(e.kills)
@@ -563,7 +642,11 @@ func (e *env) finish(members []string, extra func() string) result {
 				in.msgs = append(in.msgs, obs{proc: p.name, member: p.member, partition: l.Partition, key: l.Key, seq: l.KeySeq, sseq: l.StreamSeq,
 					delivered: l.Delivered, pin: l.PinID, acked: l.Acked, at: l.at, start: l.started(), idx: l.idx})
 			case l.isEvent("pinned"):
-				in.pins = append(in.pins, pinObs{proc: p.name, member: p.member, pin: l.PinID, at: l.at})
+				po := pinObs{proc: p.name, member: p.member, pin: l.PinID, at: l.at, partition: -1}
+				if len(l.Partitions) == 1 {
+					po.partition = l.Partitions[0]
+				}
+				in.pins = append(in.pins, po)
 			}
 		}
 	}

@@ -4,7 +4,8 @@
 // (which must be replaced within a second), a kill just after a standby
 // joined, SIGTERM, step-down loops, elastic add/drop storms, a server
 // restart, the loss of a cluster node, CPU hogs that must not cause a
-// failover — and checks by
+// failover, kill -9, SIGSTOP and SIGTERM on the partition layout (one pin
+// per partition) — and checks by
 // counting: every published message handled at least once, per-key order
 // never broken, duplicates no more than what was in flight at each
 // disruption, and no pin changes the scenario did not cause.
