@@ -326,9 +326,12 @@ func (p *puller) status(msg *nats.Msg) bool {
 	case "404", "408": // no messages / request expired: ask again
 		p.good()
 		p.outstanding = false
-	case "423": // our pin id is stale: the server pinned another instance
+	case "423": // our pin id is stale: the server moved the pin
 		p.outstanding = false
-		p.m.lostPin(CauseOtherPinned, "the server pinned another instance")
+		// Another instance, or this one again under a new pin id (after
+		// it fenced itself or was unpinned): the server says only that
+		// the id this instance held is no longer the pin.
+		p.m.lostPin(CauseOtherPinned, "the server no longer honours this instance's pin id (it pinned another instance, or this one anew)")
 	case "409":
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
