@@ -185,7 +185,7 @@ func TestStaticGroupHealth(t *testing.T) {
 	e.eventually(1, "member-no-instance", "m2", "ORDERS", "g")
 	// ...critical once messages wait on its partitions.
 	e.publishTo("orders", 2, 4)
-	f := e.expect(2, "partition-unserved", "m2", "ORDERS", "g")
+	f := e.eventually(2, "partition-unserved", "m2", "ORDERS", "g")
 	if f.Pending != 1 || f.Severity != "critical" || fmt.Sprint(f.Partitions) != "[2 3]" || !strings.Contains(f.Hint, "cg static consume ORDERS g m2") {
 		t.Fatalf("partition-unserved: %+v", f)
 	}
