@@ -29,7 +29,8 @@ check_loopback() {
 # cg: run the cg command line.
 if [[ -z "${CG:-}" ]]; then
 	if command -v cg >/dev/null 2>&1; then
-		CG=cg
+		# The path, not the name: the function cg below would call itself.
+		CG="$(command -v cg)"
 	else
 		command -v go >/dev/null 2>&1 || die "neither cg nor go is on PATH; install cg or Go"
 		CG_BUILD_DIR="$(mktemp -d)"

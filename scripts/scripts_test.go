@@ -69,9 +69,12 @@ func TestScripts(t *testing.T) {
 	if !strings.Contains(out, "m1") || !strings.Contains(out, "0-4") {
 		t.Errorf("setup output lacks the group info:\n%s", out)
 	}
-	// Running it again changes nothing and succeeds.
-	if out, err := script(t, env, "static_stream_setup.sh"); err != nil {
-		t.Fatalf("static setup again: %v\n%s", err, out)
+	// Running it again changes nothing and succeeds; this time cg is found
+	// on PATH, as after 'go install' (it once called itself there, without
+	// end, until bash crashed).
+	onPath := []string{"NATS_URL=" + s.ClientURL(), "CG=", "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "MKSTREAM=" + mkBin, "NO_COLOR=1"}
+	if out, err := script(t, onPath, "static_stream_setup.sh"); err != nil || !strings.Contains(out, "0-4") {
+		t.Fatalf("static setup again, cg on PATH: %v\n%s", err, out)
 	}
 
 	out, err = script(t, env, "generate_traffic.sh", "25", "0", "5")
