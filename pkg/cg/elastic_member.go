@@ -118,25 +118,15 @@ func (m *elasticStrategy) runElastic() {
 			if !ok {
 				return
 			}
-			if e == nil {
-				continue
-			}
-			switch e.Operation() {
-			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				go m.stopFor(nil, CauseGroupDeleted)
-				return
-			}
-			cfg, err := decodeElastic(e.Key(), e.Value())
-			if err != nil {
-				m.emit(Event{Kind: EventWarning, Err: err, Reason: "ignoring an unusable configuration, keeping the last good one: " + err.Error()})
-				continue
-			}
 			m.mu.Lock()
 			cur := m.elastic
 			m.mu.Unlock()
-			if !cur.SameShape(cfg) {
-				go m.stopFor(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(cur.ShapeDiff(cfg), ", ")), CauseConfigChanged)
+			cfg, apply, done := m.elasticUpdate(e, cur)
+			if done {
 				return
+			}
+			if !apply {
+				continue
 			}
 			m.mu.Lock()
 			m.elastic = cfg
@@ -354,4 +344,29 @@ func (m *elasticStrategy) clearStale(ctx context.Context, cfg ElasticConfig, wan
 		}
 	}
 	return deleted
+}
+
+// elasticUpdate reads one update of an elastic group's stored
+// configuration as a running instance does: done when the group was
+// deleted or changed shape (the instance is stopping), apply when cfg is
+// the membership to follow now, neither for an entry to ignore.
+func (m *Member) elasticUpdate(e jetstream.KeyValueEntry, cur ElasticConfig) (cfg ElasticConfig, apply, done bool) {
+	if e == nil {
+		return cfg, false, false
+	}
+	switch e.Operation() {
+	case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+		go m.stopFor(nil, CauseGroupDeleted)
+		return cfg, false, true
+	}
+	cfg, err := decodeElastic(e.Key(), e.Value())
+	if err != nil {
+		m.emit(Event{Kind: EventWarning, Err: err, Reason: "ignoring an unusable configuration, keeping the last good one: " + err.Error()})
+		return cfg, false, false
+	}
+	if !cur.SameShape(cfg) {
+		go m.stopFor(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(cur.ShapeDiff(cfg), ", ")), CauseConfigChanged)
+		return cfg, false, true
+	}
+	return cfg, true, false
 }

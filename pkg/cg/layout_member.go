@@ -383,25 +383,15 @@ func (s *layoutElastic) run() {
 			if !ok {
 				return
 			}
-			if e == nil {
-				continue
-			}
-			switch e.Operation() {
-			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				go s.stopFor(nil, CauseGroupDeleted)
-				return
-			}
-			cfg, err := decodeElastic(e.Key(), e.Value())
-			if err != nil {
-				s.emit(Event{Kind: EventWarning, Err: err, Reason: "ignoring an unusable configuration, keeping the last good one: " + err.Error()})
-				continue
-			}
 			s.mu.Lock()
 			cur := s.elastic
 			s.mu.Unlock()
-			if !cur.SameShape(cfg) {
-				go s.stopFor(fmt.Errorf("%w: elastic group %s changed %v; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(s.stream, s.group), cur.ShapeDiff(cfg)), CauseConfigChanged)
+			cfg, apply, done := s.elasticUpdate(e, cur)
+			if done {
 				return
+			}
+			if !apply {
+				continue
 			}
 			s.mu.Lock()
 			s.elastic = cfg
