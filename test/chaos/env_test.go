@@ -567,7 +567,19 @@ func (e *env) drained(members []string, timeout time.Duration) {
 			ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
 			defer cancel()
 			s, err := e.js.Stream(ctx, streamName+"-"+groupName)
-			return err == nil && s.CachedInfo().State.Msgs == 0 && (len(seen) >= want || slack > 0)
+			if err != nil {
+				return false
+			}
+			// An empty work stream says nothing of a message still being
+			// sourced into it (with slack, the count alone cannot tell):
+			// its source must have caught up too.
+			si := s.CachedInfo()
+			for _, src := range si.Sources {
+				if src.Lag != 0 {
+					return false
+				}
+			}
+			return len(si.Sources) > 0 && si.State.Msgs == 0 && (len(seen) >= want || slack > 0)
 		}
 		if e.layout == "partition" {
 			for k := range e.n {
