@@ -625,6 +625,7 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 		pin = "(pinned while leaving)"
 	}
 	if pin != "" {
+		m.settleAcks(b)
 		// Only the pinned instance acts: an unpin is not addressed to a
 		// pin id, so a standby must never send one.
 		switch how {
@@ -655,6 +656,25 @@ func (m *Member) release(how releaseHow) (wasPinned bool) {
 	m.mu.Unlock()
 	m.answerLiveness("")
 	return pin != ""
+}
+
+// settleAcks returns once the server has all but surely taken in the acks
+// and naks this binding sent (what it handed back): the server queues them
+// for the consumer's own goroutine, and by the second of two consumer
+// answers in a row they are in. Letting go of the pin before that could
+// have the next instance served messages its handed-back ones were ahead
+// of, as the naked ones are not yet waiting for redelivery.
+func (m *Member) settleAcks(b *binding) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.puller.nc.FlushWithContext(ctx); err != nil {
+		return
+	}
+	for range 2 {
+		if _, err := m.c.js.Consumer(ctx, m.cstream, m.consumer); err != nil {
+			return
+		}
+	}
 }
 
 // notePin records the pin id a message came with, reporting a new pin.
