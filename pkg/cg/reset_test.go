@@ -194,6 +194,27 @@ func states(t *testing.T, js jetstream.JetStream) map[string]consState {
 	return out
 }
 
+// settledStates waits for the consumers to count what was published (a
+// consumer's pending count can trail a publish's ack on a loaded machine:
+// CI once read m1's pending as 0 that a moment later was 3) and to hold
+// no unacked messages, then returns their states.
+func settledStates(t *testing.T, js jetstream.JetStream, pending uint64) map[string]consState {
+	t.Helper()
+	var st map[string]consState
+	natstest.Eventually(t, 10*time.Second, fmt.Sprintf("consumers settled at %d pending", pending), func() bool {
+		st = states(t, js)
+		var p uint64
+		for _, s := range st {
+			if s.ackPending != 0 {
+				return false
+			}
+			p += s.pending
+		}
+		return p == pending
+	})
+	return st
+}
+
 // Members stopped: a reset to a sequence, then to a time; the members
 // handle exactly the messages from there on, in per-key order, and the
 // plan counted them.
@@ -316,7 +337,7 @@ func TestResetPlanChangesNothing(t *testing.T) {
 		m.Stop()
 	}
 	publishN(t, js, 10)
-	before := states(t, js)
+	before := settledStates(t, js, 10)
 	plan, err := c.ResetPlan(ctx, cg.KindStatic, "ORDERS", "g", []string{"m1"}, cg.ResetTarget{Start: true})
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +395,7 @@ func TestResetBadInput(t *testing.T) {
 	for _, m := range ms {
 		m.Stop()
 	}
-	before := states(t, js)
+	before := settledStates(t, js, 0)
 	cases := []struct {
 		name    string
 		members []string
