@@ -689,9 +689,23 @@ func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member st
 //
 // Deprecated: use [Client.StepDown] with [KindElastic], the same call for either kind.
 func (c *Client) ElasticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.elasticMemberInfo(ctx, stream, group, member, lagScope{})
-	if err != nil {
-		return StepDownResult{}, err
+	for try := 0; ; try++ {
+		ms, err := c.elasticMemberInfo(ctx, stream, group, member, lagScope{})
+		if err != nil {
+			return StepDownResult{}, err
+		}
+		res, err := c.stepDown(ctx, WorkStreamName(stream, group), ms)
+		// A rebalance remakes the consumer of a member whose partitions
+		// changed: between the read and the unpin it can be gone, and a
+		// moment later it is there again. Read it again rather than fail
+		// a step-down given right after an add or a drop.
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) || try == 4 {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
+		}
 	}
-	return c.stepDown(ctx, WorkStreamName(stream, group), ms)
 }
