@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -176,7 +175,7 @@ func (d *batchWalk) setup(ctx context.Context) error {
 		return fmt.Errorf("create group: %w", err)
 	}
 	d.step(fmt.Sprintf("Created static group %s with one member, %s, owning partitions %s",
-		groupName, d.cs.Member("m1"), group.Ranges(res.Config.Assignment().MemberPartitions("m1"))),
+		groupName, d.cs.Member("m1"), render.Ranges(res.Config.Assignment().MemberPartitions("m1"))),
 		"One member is one ordered sequence: the server feeds one pinned instance of it, so a",
 		"batch of its messages is the next N in stream order, not a share of them (Fetch(N) alone is not).")
 	n := d.size()
@@ -413,7 +412,7 @@ func (d *batchWalk) status(ctx context.Context, title string) {
 				batches = append(batches, fmt.Sprintf("%s=%d", d.inst(in.name), d.sink.batchesBy(in.name)))
 			}
 		}
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
+		t.AddRow(d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
 			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by), strings.Join(batches, " "))
 	}
 	_ = t.Render()

@@ -20,9 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/server"
 	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/embedded"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/internal/render"
@@ -396,10 +395,10 @@ func (d *demo) onEvent(inst *instance) func(cg.Event) {
 			if len(e.Partitions) == 0 {
 				what = fmt.Sprintf("joined: consumer %s, no partitions yet", e.Consumer)
 			} else {
-				what = fmt.Sprintf("joined: consumer %s, partitions %s", e.Consumer, group.Ranges(e.Partitions))
+				what = fmt.Sprintf("joined: consumer %s, partitions %s", e.Consumer, render.Ranges(e.Partitions))
 			}
 		case cg.EventRebalanced:
-			what = d.cs.Green(fmt.Sprintf("rebalanced: consumer %s now pulls partitions %s", e.Consumer, group.Ranges(e.Partitions)))
+			what = d.cs.Green(fmt.Sprintf("rebalanced: consumer %s now pulls partitions %s", e.Consumer, render.Ranges(e.Partitions)))
 		case cg.EventWaiting:
 			what = "waiting: " + e.Reason
 		case cg.EventPinned:
@@ -520,7 +519,7 @@ func demoRun(ctx context.Context, o *Options) error {
 // startServer starts the walkthrough's server, as `cg server` runs it,
 // and the admin client on it (d.url, d.admin); stop closes both.
 func (d *demo) startServer() (stop func(), err error) {
-	srv, err := server.StartEmbedded(server.Options{Host: "127.0.0.1", Port: d.o.Port})
+	srv, err := embedded.Start(embedded.Options{Host: "127.0.0.1", Port: d.o.Port})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -289,7 +288,7 @@ func (d *elasticWalk) movesText(moves []cg.Move) string {
 	}
 	parts := make([]string, len(order))
 	for i, k := range order {
-		parts[i] = fmt.Sprintf("%s %s -> %s", group.Ranges(by[k]), d.ownerName(k.from), d.ownerName(k.to))
+		parts[i] = fmt.Sprintf("%s %s -> %s", render.Ranges(by[k]), d.ownerName(k.from), d.ownerName(k.to))
 	}
 	return "moves " + strings.Join(parts, ", ")
 }
@@ -314,7 +313,7 @@ func (d *elasticWalk) status(ctx context.Context, title string, why ...string) {
 	var b strings.Builder
 	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "PENDING", "ACK PENDING", "HANDLED")
 	for _, ms := range gi.Members {
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Pending),
+		t.AddRow(d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Pending),
 			fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by))
 	}
 	for _, in := range d.instances {
@@ -391,7 +390,7 @@ func rebalanceText(d *demo, r Rebalance) string {
 		}
 		var served []string
 		for _, m := range order {
-			served = append(served, group.Ranges(to[m])+" -> "+d.cs.Member(m))
+			served = append(served, render.Ranges(to[m])+" -> "+d.cs.Member(m))
 		}
 		s := "orphaned " + strings.Join(served, ", ")
 		if len(missed) > 0 {

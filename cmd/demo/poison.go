@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -286,7 +285,7 @@ func (w *poisonWalk) setup(ctx context.Context) error {
 	}
 	a := res.Config.Assignment()
 	d.step(fmt.Sprintf("Created static group %s: %s owns %s, %s owns %s", groupName,
-		d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
+		d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), render.Ranges(a.MemberPartitions("m2"))),
 		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
 	backoff := make([]string, len(poisonBackoff))
 	for i, b := range poisonBackoff {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -47,7 +46,7 @@ func (d *staticWalk) setup(ctx context.Context) error {
 	}
 	a := res.Config.Assignment()
 	d.step(fmt.Sprintf("Created static group %s over %d partitions, balanced: %s owns %s, %s owns %s",
-		groupName, partitions, d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
+		groupName, partitions, d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), render.Ranges(a.MemberPartitions("m2"))),
 		"Each member gets one durable consumer, fulfillment-<member>, filtered to its partitions and",
 		"pinned: whatever the number of instances of a member, the server feeds one of them.",
 		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
@@ -166,7 +165,7 @@ func (d *staticWalk) status(ctx context.Context, title string) {
 	var b strings.Builder
 	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "HANDLED")
 	for _, ms := range gi.Members {
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
+		t.AddRow(d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
 			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by))
 	}
 	_ = t.Render()

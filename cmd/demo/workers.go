@@ -19,6 +19,7 @@ import (
 	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -99,7 +100,7 @@ func (w *workersWalk) setup(ctx context.Context) error {
 	}
 	a := res.Config.Assignment()
 	d.step(fmt.Sprintf("Created static group %s: %s owns %s, %s owns %s", groupName,
-		d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
+		d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), render.Ranges(a.MemberPartitions("m2"))),
 		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
 	d.step("Wrote the worker, a shell script: "+w.script,
 		"cg starts it once per message, with no shell of its own: the body on stdin; CG_MEMBER, CG_SUBJECT,",

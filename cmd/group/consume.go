@@ -65,7 +65,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			"sequence, pin, processing time and ack outcome. On Ctrl-C or SIGTERM the message in hand is\n" +
 			"finished and acked and the pin released, so a standby takes over at once.",
 		Example: fmt.Sprintf("  cg %s consume ORDERS fulfillment m1 --sleep 25ms\n  cg %s join ORDERS fulfillment m1 --json", k, k),
-		Args:    Args("stream", "group", "member"),
+		Args:    cmdutil.Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			if err := opts.checkCeilings(); err != nil {
@@ -216,7 +216,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 	if o.Worker.on() {
 		if o.work, err = o.startWorker(ctx, c); err != nil {
-			return wrap(err, o.Kind, o.Stream, o.Group)
+			return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 		}
 		defer o.work.close()
 	}
@@ -247,7 +247,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		if ce := (*cg.CeilingError)(nil); errors.As(err, &ce) {
 			return ceilingJoinErr(ce)
 		}
-		return wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
+		return hints.Wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
 	stopErr := m.Wait()
 	lis.stopped(ctx, stopErr)
@@ -352,11 +352,11 @@ func (s *session) eventText(e cg.Event) string {
 			// An elastic instance learns its partitions as it binds: see rebalanced.
 			return fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind, o.Group, o.Stream, s.who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
 		case e.Consumer == "":
-			return fmt.Sprintf("joined %s group %s on %s as %s: partitions %s, one consumer each (%s-p<k>)", o.Kind, o.Group, o.Stream, s.who, Ranges(e.Partitions), o.Group)
+			return fmt.Sprintf("joined %s group %s on %s as %s: partitions %s, one consumer each (%s-p<k>)", o.Kind, o.Group, o.Stream, s.who, render.Ranges(e.Partitions), o.Group)
 		}
-		return fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind, o.Group, o.Stream, s.who, Ranges(e.Partitions), e.Consumer)
+		return fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind, o.Group, o.Stream, s.who, render.Ranges(e.Partitions), e.Consumer)
 	case cg.EventRebalanced:
-		return cs.Green("rebalanced") + ": partitions " + Ranges(e.Partitions)
+		return cs.Green("rebalanced") + ": partitions " + render.Ranges(e.Partitions)
 	case cg.EventWaiting:
 		return cs.Yellow("waiting") + ": " + e.Reason
 	case cg.EventPinned:

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -29,7 +31,7 @@ func NewCmdMemberInfo(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Aliases: []string{"memberinfo", "minfo"},
 		Short:   "Show one member: its partitions, consumer, pin and backlog",
 		Example: fmt.Sprintf("  cg %s member-info ORDERS fulfillment m1", k),
-		Args:    Args("stream", "group", "member"),
+		Args:    cmdutil.Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			return memberInfoRun(cmd.Context(), opts)
@@ -44,7 +46,7 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	}
 	ms, err := c.MemberInfo(ctx, o.Kind, o.Stream, o.Group, o.Member)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
@@ -57,7 +59,7 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	kv := render.NewKeyValues(ios.Out)
 	kv.Add("Member", cs.Member(ms.Member))
 	kv.Add("Group", o.Group+" on "+o.Stream)
-	kv.Add("Partitions", fmt.Sprintf("%s (%d)", Ranges(ms.Partitions), len(ms.Partitions)))
+	kv.Add("Partitions", fmt.Sprintf("%s (%d)", render.Ranges(ms.Partitions), len(ms.Partitions)))
 	consumer := ms.Consumer
 	if len(ms.PartitionConsumers) > 0 {
 		consumer = fmt.Sprintf("one per partition (%d): %s-p<k>", len(ms.PartitionConsumers), o.Group)

@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -27,7 +29,7 @@ func NewCmdStepDown(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Aliases: []string{"stepdown", "sd"},
 		Short:   "Unpin a member's active instance so the server pins a standby",
 		Example: fmt.Sprintf("  cg %s step-down ORDERS fulfillment m1", k),
-		Args:    Args("stream", "group", "member"),
+		Args:    cmdutil.Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			return stepDownRun(cmd.Context(), opts)
@@ -42,7 +44,7 @@ func stepDownRun(ctx context.Context, o *StepDownOptions) error {
 	}
 	res, err := c.StepDown(ctx, o.Kind, o.Stream, o.Group, o.Member)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
