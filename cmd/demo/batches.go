@@ -8,9 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -158,24 +155,17 @@ func (d *batchWalk) setup(ctx context.Context) error {
 	o := d.o
 	d.sink = newSink()
 	d.armed = make(chan struct{})
-	_, err := d.admin.JetStream().CreateStream(ctx, jetstream.StreamConfig{
-		Name:             streamName,
-		Subjects:         []string{subjects},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: subjects, Destination: transform},
-	})
-	if err != nil {
-		return fmt.Errorf("create stream %s: %w", streamName, err)
+	if err := d.createStream(ctx, subjects, transform); err != nil {
+		return err
 	}
 	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, subjects, transform),
 		"Every customer's orders land in one of 10 partitions.")
-	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
-		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1"},
-	})
+	a, err := d.createStatic(ctx, "m1")
 	if err != nil {
-		return fmt.Errorf("create group: %w", err)
+		return err
 	}
 	d.step(fmt.Sprintf("Created static group %s with one member, %s, owning partitions %s",
-		groupName, d.cs.Member("m1"), render.Ranges(res.Config.Assignment().MemberPartitions("m1"))),
+		groupName, d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1"))),
 		"One member is one ordered sequence: the server feeds one pinned instance of it, so a",
 		"batch of its messages is the next N in stream order, not a share of them (Fetch(N) alone is not).")
 	n := d.size()
@@ -195,30 +185,18 @@ func (d *batchWalk) setup(ctx context.Context) error {
 // startBatchInstance runs an instance of m1 in batch mode on its own
 // connection, as a separate process would.
 func (d *batchWalk) startBatchInstance(ctx context.Context, name string) error {
-	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+name))
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", name, err)
-	}
-	c, err := cg.NewFromConn(nc, "")
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	inst := &instance{name: name, member: "m1", nc: nc}
-	d.instances = append(d.instances, inst)
-	opts := cg.JoinOptions{AckWait: d.o.AckWait, OnEvent: d.onEvent(inst), Batch: &cg.BatchOptions{
-		Size: d.size(), Wait: batchWait, Handler: d.batchHandler(inst), DoubleAck: true,
-		OnBatch: func(e cg.BatchEvent) {
-			if e.Acked && !inst.killed.Load() {
-				d.sink.ackedBatch(inst.name, e.Size)
-			}
-		},
-	}}
-	inst.m, err = c.Join(context.WithoutCancel(ctx), cg.KindStatic, streamName, groupName, "m1", nil, opts)
-	if err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	return nil
+	return d.startInstance(ctx, "m1", name, func(ctx context.Context, c *cg.Client, inst *instance) (*cg.Member, error) {
+		opts := d.joinOptions(inst)
+		opts.Batch = &cg.BatchOptions{
+			Size: d.size(), Wait: batchWait, Handler: d.batchHandler(inst), DoubleAck: true,
+			OnBatch: func(e cg.BatchEvent) {
+				if e.Acked && !inst.killed.Load() {
+					d.sink.ackedBatch(inst.name, e.Size)
+				}
+			},
+		}
+		return c.Join(ctx, cg.KindStatic, streamName, groupName, "m1", nil, opts)
+	})
 }
 
 // errDead is what a killed instance's handler returns if the engine, still
@@ -325,7 +303,7 @@ func (d *batchWalk) steps(ctx context.Context, v *Verdict) error {
 
 // judge counts the sink's record, once everything was drained, into the
 // verdict, and says what failed.
-func (d *batchWalk) judge(v *Verdict) []string {
+func (d *batchWalk) judge(_ context.Context, v *Verdict) []string {
 	s := d.sink
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -395,28 +373,18 @@ func (d *batchWalk) judge(v *Verdict) []string {
 	return why
 }
 
-// status prints the member as `cg static info` shows it.
+// status prints the member as `cg static info` shows it, with the
+// batches each instance had acked.
 func (d *batchWalk) status(ctx context.Context, title string) {
-	gi, err := d.admin.Info(ctx, cg.KindStatic, streamName, groupName)
-	if err != nil {
-		d.logf("%s: %v", title, err)
-		return
-	}
-	by := d.verifier.Stats().ByWho
-	var b strings.Builder
-	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "HANDLED", "BATCHES")
-	for _, ms := range gi.Members {
+	d.staticStatus(ctx, title, column{head: "BATCHES", cell: func(ms cg.MemberStatus) string {
 		var batches []string
 		for _, in := range d.instances {
 			if in.member == ms.Member {
 				batches = append(batches, fmt.Sprintf("%s=%d", d.inst(in.name), d.sink.batchesBy(in.name)))
 			}
 		}
-		t.AddRow(d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
-			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by), strings.Join(batches, " "))
-	}
-	_ = t.Render()
-	d.block(title, b.String())
+		return strings.Join(batches, " ")
+	}})
 }
 
 // batchVerdictLines adds the batches walkthrough's lines to the verdict.

@@ -58,7 +58,7 @@ func (d *elasticWalk) setup(ctx context.Context) error {
 		fmt.Sprintf("Each handler works %v on a message, then double-acks it (elastic groups need explicit acks).", o.Sleep),
 		"(cg elastic consume ORDERS fulfillment m1 --sleep "+o.Sleep.String()+", and the same for m2 and m3)")
 	for _, member := range []string{"m1", "m2", "m3"} {
-		if err := d.startInstance(ctx, member, member+"/a"); err != nil {
+		if err := d.startMember(ctx, cg.KindElastic, member, member+"/a", 1); err != nil {
 			return err
 		}
 	}

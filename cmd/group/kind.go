@@ -4,8 +4,11 @@
 package group
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -40,4 +43,24 @@ func AddCommands(parent *cobra.Command, f *factory.Factory, k cg.Kind) {
 		NewCmdReset(f, k),
 		NewCmdPermissions(f, k),
 	)
+}
+
+// MemberOptions are the bound arguments of the verbs that act on one
+// member and take no flags of their own: member-info and step-down.
+type MemberOptions struct {
+	F                     *factory.Factory
+	Kind                  cg.Kind
+	Stream, Group, Member string
+}
+
+// newMemberCmd completes cmd, whose Use names <stream> <group> <member>,
+// into a verb that binds those arguments and hands them to run.
+func newMemberCmd(f *factory.Factory, k cg.Kind, cmd *cobra.Command, run func(context.Context, *MemberOptions) error) *cobra.Command {
+	opts := &MemberOptions{F: f, Kind: k}
+	cmd.Args = cmdutil.Args("stream", "group", "member")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
+		return run(cmd.Context(), opts)
+	}
+	return cmd
 }
