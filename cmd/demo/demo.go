@@ -875,15 +875,21 @@ func (d *demo) report(v Verdict) error {
 	return d.printVerdict(v)
 }
 
-func (d *demo) printVerdict(v Verdict) error {
+// verdictHead prints the verdict's headline, PASS or FAIL with the
+// reason, and returns the key-value block its counts go in.
+func (d *demo) verdictHead(ok bool, reason string) *render.KeyValues {
 	w := d.o.IO.Out
 	head := d.cs.Green("VERDICT: PASS")
-	if !v.OK {
-		head = d.cs.Red("VERDICT: FAIL: " + v.Reason)
+	if !ok {
+		head = d.cs.Red("VERDICT: FAIL: " + reason)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, d.cs.Bold(head))
-	kv := render.NewKeyValues(w)
+	return render.NewKeyValues(w)
+}
+
+func (d *demo) printVerdict(v Verdict) error {
+	kv := d.verdictHead(v.OK, v.Reason)
 	kv.Addf("  published", "%d (over %d keys)", v.Published, v.Keys)
 	kv.Addf("  processed", "%d distinct key/seq", v.Processed)
 	kv.Addf("  duplicates", "%d (redelivered around a handoff; handlers must be idempotent)", v.Duplicates)

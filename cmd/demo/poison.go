@@ -355,15 +355,7 @@ func (w *poisonWalk) onPoisonEvent(inst *instance, e cg.Event) {
 }
 
 func (w *poisonWalk) printVerdict(v PoisonVerdict) error {
-	d := w.demo
-	out := d.o.IO.Out
-	head := d.cs.Green("VERDICT: PASS")
-	if !v.OK {
-		head = d.cs.Red("VERDICT: FAIL: " + v.Reason)
-	}
-	fmt.Fprintln(out)
-	fmt.Fprintln(out, d.cs.Bold(head))
-	kv := render.NewKeyValues(out)
+	kv := w.verdictHead(v.OK, v.Reason)
 	kv.Addf("  published", "%d (over %d keys), plus the poison message", v.Published, v.Keys)
 	kv.Addf("  processed", "%d distinct key/seq (%d handler calls)", v.Processed, v.Handled)
 	kv.Addf("  poison message", "%s, stream seq %d, key %s", v.PoisonSubject, v.PoisonSeq, v.PoisonKey)
