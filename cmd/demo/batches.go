@@ -11,6 +11,7 @@ import (
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // Batches is the walkthrough of ordered batches: one member, an active and
@@ -376,7 +377,7 @@ func (d *batchWalk) judge(_ context.Context, v *Verdict) []string {
 // status prints the member as `cg static info` shows it, with the
 // batches each instance had acked.
 func (d *batchWalk) status(ctx context.Context, title string) {
-	d.staticStatus(ctx, title, column{head: "BATCHES", cell: func(ms cg.MemberStatus) string {
+	d.staticStatus(ctx, title, column{head: "BATCHES", cell: func(ms health.MemberStatus) string {
 		var batches []string
 		for _, in := range d.instances {
 			if in.member == ms.Member {

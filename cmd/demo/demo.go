@@ -28,6 +28,7 @@ import (
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
@@ -786,7 +787,7 @@ func (d *demo) createPair(ctx context.Context) error {
 // column is an extra column of a status table: its header and a member's cell.
 type column struct {
 	head string
-	cell func(cg.MemberStatus) string
+	cell func(health.MemberStatus) string
 }
 
 // staticStatus prints the static group as `cg static info` shows it, with
