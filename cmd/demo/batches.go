@@ -54,6 +54,11 @@ type BatchVerdict struct {
 	BatchOrderViolations int `json:"batch_order_violations"`
 	// Oversized counts batches above Size.
 	Oversized int `json:"oversized"`
+	// Repins counts the times the server pinned an instance anew with no
+	// kill behind it (a pull renewed too late on a starved machine): each
+	// hands back what was unacked, and the sink gets it again. Those
+	// replays are allowed: pinning is affinity and failover, not a lock.
+	Repins int `json:"repins,omitempty"`
 	// Failover is the kill to the standby's first write.
 	Failover *Failover `json:"failover,omitempty"`
 }
@@ -67,11 +72,12 @@ type KilledBatch struct {
 	LastSeq  uint64 `json:"last_seq"`
 }
 
-// write is one message the sink wrote.
+// write is one message the sink wrote, and the pin it came under.
 type write struct {
 	inst  string
 	batch uint64
 	seq   uint64
+	pin   string
 	at    time.Time
 }
 
@@ -96,7 +102,7 @@ func (s *sink) write(inst string, b *cg.Batch, now time.Time) []uint64 {
 	for _, m := range b.Msgs {
 		seq := streamSeq(m)
 		seqs = append(seqs, seq)
-		s.writes = append(s.writes, write{inst: inst, batch: b.Number, seq: seq, at: now})
+		s.writes = append(s.writes, write{inst: inst, batch: b.Number, seq: seq, pin: m.PinID(), at: now})
 	}
 	return seqs
 }
@@ -346,16 +352,28 @@ func (d *batchWalk) judge(_ context.Context, v *Verdict) []string {
 	}
 	// The member's order over all its keys: every write is above the
 	// highest stream sequence written before, except the killed batch's
-	// replay (the standby rewinds to its first message once).
+	// replay (the standby rewinds to its first message once) and the
+	// replay after a pin the server gave anew (the first write under it
+	// may rewind to what the new pin got back).
 	var high uint64
 	rewound := false
+	replayed := 0 // messages a re-pin may have the sink write again
+	pin := ""
 	for _, w := range s.writes {
+		newPin := w.pin != pin
+		pin = w.pin
 		if w.seq > high {
 			high = w.seq
 			continue
 		}
 		if s.killed != nil && !rewound && w.inst != s.killed.Instance && w.seq == s.killed.FirstSeq {
 			rewound = true
+			high = w.seq
+			continue
+		}
+		if newPin {
+			bv.Repins++
+			replayed += int(high - w.seq + 1)
 			high = w.seq
 			continue
 		}
@@ -368,8 +386,11 @@ func (d *batchWalk) judge(_ context.Context, v *Verdict) []string {
 	if bv.Oversized > 0 {
 		why = append(why, fmt.Sprintf("%d batches above %d messages", bv.Oversized, bv.Size))
 	}
-	if s.killed != nil && v.Duplicates > uint64(s.killed.Size) {
+	if s.killed != nil && v.Duplicates > uint64(s.killed.Size+replayed) {
 		why = append(why, fmt.Sprintf("%d duplicates, more than the killed batch's %d", v.Duplicates, s.killed.Size))
+		if bv.Repins > 0 {
+			why[len(why)-1] += fmt.Sprintf(" and the %d replayed after %d re-pin(s)", replayed, bv.Repins)
+		}
 	}
 	return why
 }
@@ -401,6 +422,9 @@ func batchVerdictLines(d *demo, kv *render.KeyValues, bv *BatchVerdict) {
 		kv.Addf("  redelivered batch", "%d of %d messages, %s", bv.Redelivered, k.Size, word)
 	}
 	kv.Addf("  member order", "%d writes out of stream order", bv.BatchOrderViolations)
+	if bv.Repins > 0 {
+		kv.Addf("  re-pins", "%d without a kill (the server pinned anew; what was unacked was handled again)", bv.Repins)
+	}
 	if bv.Failover != nil {
 		kv.Add("  kill gap", failoverText(d, *bv.Failover)+" (kill to the standby's first write)")
 	}

@@ -124,7 +124,8 @@ consume in ordered batches of --batch messages (default 10, at 200/s unless
 its sink write and before its acks; the standby must handle that whole batch
 again, in the same order, before anything later. Its verdict adds the
 batches acked, the killed and redelivered batch, and fails on more
-duplicates than the killed batch.
+duplicates than the killed batch (and what a pin the server gave anew,
+with no kill, handed back).
 poison: ORDERS is partitioned by customer on orders.<customer>.<event>, and
 members m1 and m2 of a static group run 4 handler calls at once with a retry
 policy (3 deliveries, backoff 200ms then 400ms, dead letters to dlq.orders,
