@@ -18,9 +18,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/server"
 	"github.com/cg-dev/cg/internal/bench"
 	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/embedded"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/internal/render"
@@ -259,7 +259,7 @@ type Report struct {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func benchRun(ctx context.Context, o *Options) error {
-	srv, err := server.StartEmbedded(server.Options{Host: "127.0.0.1", Port: o.Port})
+	srv, err := embedded.Start(embedded.Options{Host: "127.0.0.1", Port: o.Port})
 	if err != nil {
 		return err
 	}

@@ -8,13 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // Batches is the walkthrough of ordered batches: one member, an active and
@@ -57,6 +54,11 @@ type BatchVerdict struct {
 	BatchOrderViolations int `json:"batch_order_violations"`
 	// Oversized counts batches above Size.
 	Oversized int `json:"oversized"`
+	// Repins counts the times the server pinned an instance anew with no
+	// kill behind it (a pull renewed too late on a starved machine): each
+	// hands back what was unacked, and the sink gets it again. Those
+	// replays are allowed: pinning is affinity and failover, not a lock.
+	Repins int `json:"repins,omitempty"`
 	// Failover is the kill to the standby's first write.
 	Failover *Failover `json:"failover,omitempty"`
 }
@@ -70,11 +72,12 @@ type KilledBatch struct {
 	LastSeq  uint64 `json:"last_seq"`
 }
 
-// write is one message the sink wrote.
+// write is one message the sink wrote, and the pin it came under.
 type write struct {
 	inst  string
 	batch uint64
 	seq   uint64
+	pin   string
 	at    time.Time
 }
 
@@ -99,7 +102,7 @@ func (s *sink) write(inst string, b *cg.Batch, now time.Time) []uint64 {
 	for _, m := range b.Msgs {
 		seq := streamSeq(m)
 		seqs = append(seqs, seq)
-		s.writes = append(s.writes, write{inst: inst, batch: b.Number, seq: seq, at: now})
+		s.writes = append(s.writes, write{inst: inst, batch: b.Number, seq: seq, pin: m.PinID(), at: now})
 	}
 	return seqs
 }
@@ -159,24 +162,17 @@ func (d *batchWalk) setup(ctx context.Context) error {
 	o := d.o
 	d.sink = newSink()
 	d.armed = make(chan struct{})
-	_, err := d.admin.JetStream().CreateStream(ctx, jetstream.StreamConfig{
-		Name:             streamName,
-		Subjects:         []string{subjects},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: subjects, Destination: transform},
-	})
-	if err != nil {
-		return fmt.Errorf("create stream %s: %w", streamName, err)
+	if err := d.createStream(ctx, subjects, transform); err != nil {
+		return err
 	}
 	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, subjects, transform),
 		"Every customer's orders land in one of 10 partitions.")
-	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
-		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1"},
-	})
+	a, err := d.createStatic(ctx, "m1")
 	if err != nil {
-		return fmt.Errorf("create group: %w", err)
+		return err
 	}
 	d.step(fmt.Sprintf("Created static group %s with one member, %s, owning partitions %s",
-		groupName, d.cs.Member("m1"), group.Ranges(res.Config.Assignment().MemberPartitions("m1"))),
+		groupName, d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1"))),
 		"One member is one ordered sequence: the server feeds one pinned instance of it, so a",
 		"batch of its messages is the next N in stream order, not a share of them (Fetch(N) alone is not).")
 	n := d.size()
@@ -196,30 +192,18 @@ func (d *batchWalk) setup(ctx context.Context) error {
 // startBatchInstance runs an instance of m1 in batch mode on its own
 // connection, as a separate process would.
 func (d *batchWalk) startBatchInstance(ctx context.Context, name string) error {
-	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+name))
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", name, err)
-	}
-	c, err := cg.NewFromConn(nc, "")
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	inst := &instance{name: name, member: "m1", nc: nc}
-	d.instances = append(d.instances, inst)
-	opts := cg.JoinOptions{AckWait: d.o.AckWait, OnEvent: d.onEvent(inst), Batch: &cg.BatchOptions{
-		Size: d.size(), Wait: batchWait, Handler: d.batchHandler(inst), DoubleAck: true,
-		OnBatch: func(e cg.BatchEvent) {
-			if e.Acked && !inst.killed.Load() {
-				d.sink.ackedBatch(inst.name, e.Size)
-			}
-		},
-	}}
-	inst.m, err = c.Join(context.WithoutCancel(ctx), cg.KindStatic, streamName, groupName, "m1", nil, opts)
-	if err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	return nil
+	return d.startInstance(ctx, "m1", name, func(ctx context.Context, c *cg.Client, inst *instance) (*cg.Member, error) {
+		opts := d.joinOptions(inst)
+		opts.Batch = &cg.BatchOptions{
+			Size: d.size(), Wait: batchWait, Handler: d.batchHandler(inst), DoubleAck: true,
+			OnBatch: func(e cg.BatchEvent) {
+				if e.Acked && !inst.killed.Load() {
+					d.sink.ackedBatch(inst.name, e.Size)
+				}
+			},
+		}
+		return c.Join(ctx, cg.KindStatic, streamName, groupName, "m1", nil, opts)
+	})
 }
 
 // errDead is what a killed instance's handler returns if the engine, still
@@ -326,7 +310,7 @@ func (d *batchWalk) steps(ctx context.Context, v *Verdict) error {
 
 // judge counts the sink's record, once everything was drained, into the
 // verdict, and says what failed.
-func (d *batchWalk) judge(v *Verdict) []string {
+func (d *batchWalk) judge(_ context.Context, v *Verdict) []string {
 	s := d.sink
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -368,16 +352,28 @@ func (d *batchWalk) judge(v *Verdict) []string {
 	}
 	// The member's order over all its keys: every write is above the
 	// highest stream sequence written before, except the killed batch's
-	// replay (the standby rewinds to its first message once).
+	// replay (the standby rewinds to its first message once) and the
+	// replay after a pin the server gave anew (the first write under it
+	// may rewind to what the new pin got back).
 	var high uint64
 	rewound := false
+	replayed := 0 // messages a re-pin may have the sink write again
+	pin := ""
 	for _, w := range s.writes {
+		newPin := w.pin != pin
+		pin = w.pin
 		if w.seq > high {
 			high = w.seq
 			continue
 		}
 		if s.killed != nil && !rewound && w.inst != s.killed.Instance && w.seq == s.killed.FirstSeq {
 			rewound = true
+			high = w.seq
+			continue
+		}
+		if newPin {
+			bv.Repins++
+			replayed += int(high - w.seq + 1)
 			high = w.seq
 			continue
 		}
@@ -390,34 +386,27 @@ func (d *batchWalk) judge(v *Verdict) []string {
 	if bv.Oversized > 0 {
 		why = append(why, fmt.Sprintf("%d batches above %d messages", bv.Oversized, bv.Size))
 	}
-	if s.killed != nil && v.Duplicates > uint64(s.killed.Size) {
+	if s.killed != nil && v.Duplicates > uint64(s.killed.Size+replayed) {
 		why = append(why, fmt.Sprintf("%d duplicates, more than the killed batch's %d", v.Duplicates, s.killed.Size))
+		if bv.Repins > 0 {
+			why[len(why)-1] += fmt.Sprintf(" and the %d replayed after %d re-pin(s)", replayed, bv.Repins)
+		}
 	}
 	return why
 }
 
-// status prints the member as `cg static info` shows it.
+// status prints the member as `cg static info` shows it, with the
+// batches each instance had acked.
 func (d *batchWalk) status(ctx context.Context, title string) {
-	gi, err := d.admin.Info(ctx, cg.KindStatic, streamName, groupName)
-	if err != nil {
-		d.logf("%s: %v", title, err)
-		return
-	}
-	by := d.verifier.Stats().ByWho
-	var b strings.Builder
-	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "HANDLED", "BATCHES")
-	for _, ms := range gi.Members {
+	d.staticStatus(ctx, title, column{head: "BATCHES", cell: func(ms health.MemberStatus) string {
 		var batches []string
 		for _, in := range d.instances {
 			if in.member == ms.Member {
 				batches = append(batches, fmt.Sprintf("%s=%d", d.inst(in.name), d.sink.batchesBy(in.name)))
 			}
 		}
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
-			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by), strings.Join(batches, " "))
-	}
-	_ = t.Render()
-	d.block(title, b.String())
+		return strings.Join(batches, " ")
+	}})
 }
 
 // batchVerdictLines adds the batches walkthrough's lines to the verdict.
@@ -433,6 +422,9 @@ func batchVerdictLines(d *demo, kv *render.KeyValues, bv *BatchVerdict) {
 		kv.Addf("  redelivered batch", "%d of %d messages, %s", bv.Redelivered, k.Size, word)
 	}
 	kv.Addf("  member order", "%d writes out of stream order", bv.BatchOrderViolations)
+	if bv.Repins > 0 {
+		kv.Addf("  re-pins", "%d without a kill (the server pinned anew; what was unacked was handled again)", bv.Repins)
+	}
 	if bv.Failover != nil {
 		kv.Add("  kill gap", failoverText(d, *bv.Failover)+" (kill to the standby's first write)")
 	}

@@ -18,16 +18,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
-	"github.com/cg-dev/cg/cmd/server"
 	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/embedded"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // The walkthroughs' names, as the seed article types them.
@@ -59,7 +61,8 @@ const (
 // Options are the argument and flags of demo.
 type Options struct {
 	IO *iostreams.IOStreams
-	// Walkthrough is Static or Elastic.
+	// Walkthrough names one of walkthroughs: Static, Elastic, Batches,
+	// Poison or Workers.
 	Walkthrough string
 	JSON        bool
 	Sleep       time.Duration
@@ -121,7 +124,8 @@ consume in ordered batches of --batch messages (default 10, at 200/s unless
 its sink write and before its acks; the standby must handle that whole batch
 again, in the same order, before anything later. Its verdict adds the
 batches acked, the killed and redelivered batch, and fails on more
-duplicates than the killed batch.
+duplicates than the killed batch (and what a pin the server gave anew,
+with no kill, handed back).
 poison: ORDERS is partitioned by customer on orders.<customer>.<event>, and
 members m1 and m2 of a static group run 4 handler calls at once with a retry
 policy (3 deliveries, backoff 200ms then 400ms, dead letters to dlq.orders,
@@ -168,7 +172,7 @@ that members can be added and dropped from the page; interrupt to end.`,
 			switch {
 			case len(args) > 1:
 				return cmdutil.UsageErrorf("demo takes one walkthrough, got %d arguments: use cg demo static or cg demo elastic", len(args))
-			case len(args) == 1 && args[0] != Static && args[0] != Elastic && args[0] != Batches && args[0] != Poison && args[0] != Workers:
+			case len(args) == 1 && walkthroughs[args[0]].start == nil:
 				return cmdutil.UsageErrorf("unknown walkthrough %q: use cg demo static, cg demo elastic, cg demo batches, cg demo poison or cg demo workers", args[0])
 			}
 			return nil
@@ -197,8 +201,8 @@ that members can be added and dropped from the page; interrupt to end.`,
 			if opts.Batch > 100 {
 				return cmdutil.UsageErrorf("--batch %d is too large for the demo's traffic: use at most 100, such as 10", opts.Batch)
 			}
-			if opts.Walkthrough == Batches && !cmd.Flags().Changed("rate") {
-				opts.Rate = batchRate
+			if r := walkthroughs[opts.Walkthrough].rate; r > 0 && !cmd.Flags().Changed("rate") {
+				opts.Rate = r
 			}
 			if opts.Rate == 0 || opts.Rate > 2000 {
 				return cmdutil.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
@@ -308,12 +312,77 @@ type Verdict struct {
 	Workers *WorkersVerdict `json:"workers,omitempty"`
 }
 
-// walkthrough is what differs between the two stories: the stream, the
-// group and the instances, and the steps taken while traffic flows.
+// walkthrough is what differs between the stories: the streams, the
+// group and the instances, the traffic, the steps taken while it flows,
+// what the drain waits for, the walkthrough's own count and its verdict.
+// run drives every walkthrough through these alone; *demo, which each
+// walkthrough embeds, gives the defaults the seed article's stories share.
 type walkthrough interface {
+	// setup makes the streams and the group and starts the instances.
 	setup(ctx context.Context) error
+	// traffic is what is published while the steps run, and its narration.
+	traffic(ctx context.Context) trafficPlan
+	// steps run while the traffic flows.
 	steps(ctx context.Context, v *Verdict) error
+	// drain is what the drain waits for besides every message handled.
+	drain(ctx context.Context) drainWait
+	// judge counts what the walkthrough counts itself into v, once all
+	// is drained, and gives its reasons to fail.
+	judge(ctx context.Context, v *Verdict) []string
+	// report prints the verdict, as JSON with --json.
+	report(v Verdict) error
 }
+
+// walkthroughs are cg demo's stories by name: start makes one over the
+// run's shared state; rate is its traffic when --rate is not given (0:
+// the flag's default).
+var walkthroughs = map[string]struct {
+	start func(*demo) walkthrough
+	rate  float64
+}{
+	Static:  {start: func(d *demo) walkthrough { return &staticWalk{demo: d} }},
+	Elastic: {start: func(d *demo) walkthrough { return &elasticWalk{demo: d} }},
+	Batches: {start: func(d *demo) walkthrough { return &batchWalk{demo: d} }, rate: batchRate},
+	Poison:  {start: func(d *demo) walkthrough { return &poisonWalk{demo: d, poisonKey: d.keys[len(d.keys)/2]} }},
+	Workers: {start: func(d *demo) walkthrough { return &workersWalk{demo: d} }},
+}
+
+// trafficPlan is a walkthrough's traffic: the publisher's subject and
+// duration (run fills in the keys and the rate), whether the steps end it
+// (timed: it runs its duration out), and the step that announces it.
+type trafficPlan struct {
+	opts  traffic.Options
+	timed bool
+	head  string
+	why   []string
+}
+
+// traffic is the seed article's: orders.<key> until the drain's time,
+// ended by the steps.
+func (d *demo) traffic(ctx context.Context) trafficPlan {
+	return trafficPlan{
+		opts: traffic.Options{Subject: pattern, Duration: max(time.Until(deadlineOf(ctx))-drainLimit, time.Second)},
+		head: fmt.Sprintf("Publishing to %s over %d keys at %s", pattern, d.o.Keys, traffic.FormatRate(d.o.Rate)),
+		why: []string{"Each message carries Cg-Key and Cg-Key-Seq (its number within its key), so the handlers'",
+			"view can be counted: duplicates, per-key order violations, and messages never handled."},
+	}
+}
+
+// drainWait is what a drain waits for besides every message handled:
+// its words in the narration, the condition, and how it stands once the
+// condition held or the drain gave up (said after the count of handled
+// messages). The zero value waits for nothing more.
+type drainWait struct {
+	words string
+	done  func() bool
+	state func(held bool) string
+}
+
+// drain waits for every message handled and nothing more.
+func (d *demo) drain(context.Context) drainWait { return drainWait{} }
+
+// judge adds nothing of its own.
+func (d *demo) judge(context.Context, *Verdict) []string { return nil }
 
 // demo is one run's state, shared by both walkthroughs.
 type demo struct {
@@ -396,10 +465,10 @@ func (d *demo) onEvent(inst *instance) func(cg.Event) {
 			if len(e.Partitions) == 0 {
 				what = fmt.Sprintf("joined: consumer %s, no partitions yet", e.Consumer)
 			} else {
-				what = fmt.Sprintf("joined: consumer %s, partitions %s", e.Consumer, group.Ranges(e.Partitions))
+				what = fmt.Sprintf("joined: consumer %s, partitions %s", e.Consumer, render.Ranges(e.Partitions))
 			}
 		case cg.EventRebalanced:
-			what = d.cs.Green(fmt.Sprintf("rebalanced: consumer %s now pulls partitions %s", e.Consumer, group.Ranges(e.Partitions)))
+			what = d.cs.Green(fmt.Sprintf("rebalanced: consumer %s now pulls partitions %s", e.Consumer, render.Ranges(e.Partitions)))
 		case cg.EventWaiting:
 			what = "waiting: " + e.Reason
 		case cg.EventPinned:
@@ -475,9 +544,6 @@ func demoRun(ctx context.Context, o *Options) error {
 	if limit <= 0 {
 		limit = overallLimit
 	}
-	if o.Walkthrough == Poison {
-		return poisonRun(ctx, o)
-	}
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -486,16 +552,7 @@ func demoRun(ctx context.Context, o *Options) error {
 		keys:     traffic.Keys("k", o.Keys),
 		verifier: traffic.NewVerifier(traffic.VerifierOptions{}), clock: newClock(), served: newServed(),
 	}
-	var w walkthrough = &staticWalk{demo: d}
-	if o.Walkthrough == Elastic {
-		w = &elasticWalk{demo: d}
-	}
-	if o.Walkthrough == Batches {
-		w = &batchWalk{demo: d}
-	}
-	if o.Walkthrough == Workers {
-		w = &workersWalk{demo: d}
-	}
+	w := walkthroughs[o.Walkthrough].start(d)
 	v, err := d.run(ctx, w)
 	if err != nil {
 		switch {
@@ -507,7 +564,7 @@ func demoRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if !d.reported {
-		if err := d.report(v); err != nil {
+		if err := w.report(v); err != nil {
 			return err
 		}
 	}
@@ -520,7 +577,7 @@ func demoRun(ctx context.Context, o *Options) error {
 // startServer starts the walkthrough's server, as `cg server` runs it,
 // and the admin client on it (d.url, d.admin); stop closes both.
 func (d *demo) startServer() (stop func(), err error) {
-	srv, err := server.StartEmbedded(server.Options{Host: "127.0.0.1", Port: d.o.Port})
+	srv, err := embedded.Start(embedded.Options{Host: "127.0.0.1", Port: d.o.Port})
 	if err != nil {
 		return nil, err
 	}
@@ -540,7 +597,7 @@ func (d *demo) startServer() (stop func(), err error) {
 	return func() { adminNC.Close(); srv.Shutdown() }, nil
 }
 
-// run is the part both walkthroughs share: a server, the walkthrough's
+// run is what every walkthrough goes through: a server, the walkthrough's
 // setup, keyed traffic through its steps, then a drain and the count.
 func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	v := Verdict{Walkthrough: d.o.Walkthrough}
@@ -566,10 +623,9 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	}
 
 	// Traffic, stamped so that every handled message can be checked.
-	pub, err := traffic.NewPublisher(d.admin.JetStream(), traffic.Options{
-		Subject: pattern, Keys: d.keys, Rate: o.Rate,
-		Duration: max(time.Until(deadlineOf(ctx))-drainLimit, time.Second),
-	})
+	tp := w.traffic(ctx)
+	tp.opts.Keys, tp.opts.Rate = d.keys, o.Rate
+	pub, err := traffic.NewPublisher(d.admin.JetStream(), tp.opts)
 	if err != nil {
 		return v, err
 	}
@@ -584,34 +640,36 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 		r, err := pub.Run(pubCtx)
 		pubCh <- pubDone{r, err}
 	}()
-	d.step(fmt.Sprintf("Publishing to %s over %d keys at %s", pattern, o.Keys, traffic.FormatRate(o.Rate)),
-		"Each message carries Cg-Key and Cg-Key-Seq (its number within its key), so the handlers'",
-		"view can be counted: duplicates, per-key order violations, and messages never handled.")
+	d.step(tp.head, tp.why...)
 
 	if err := w.steps(ctx, &v); err != nil {
 		return v, err
 	}
 
 	// Stop traffic, drain, count.
-	stopPub()
+	if !tp.timed {
+		stopPub()
+	}
 	pr := <-pubCh
 	if pr.err != nil {
 		return v, fmt.Errorf("publishing: %w", pr.err)
 	}
 	lost := func() uint64 { return d.verifier.Lost(pr.res.PerKey) }
-	d.step(fmt.Sprintf("Stopped traffic after %d messages; waiting for every one to be handled (at most %v)", pr.res.Published, drainLimit))
+	dw := w.drain(ctx)
+	more, state := func() bool { return true }, func(bool) string { return "" }
+	if dw.done != nil {
+		more, state = dw.done, dw.state
+	}
+	d.step(fmt.Sprintf("Stopped traffic after %d messages; waiting for every one to be handled%s (at most %v)", pr.res.Published, dw.words, drainLimit))
 	drainAt := time.Now()
-	if poll(ctx, min(drainLimit, time.Until(deadlineOf(ctx))), func() bool { return lost() == 0 }) {
-		d.logf("all %d handled (%v after the last publish)", pr.res.Published, time.Since(drainAt).Round(time.Millisecond))
+	if poll(ctx, min(drainLimit, time.Until(deadlineOf(ctx))), func() bool { return lost() == 0 && more() }) {
+		d.logf("all %d handled%s (%v after the last publish)", pr.res.Published, state(true), time.Since(drainAt).Round(time.Millisecond))
 	} else {
-		d.logf("%s", d.cs.Red(fmt.Sprintf("%d messages still unhandled after %v", lost(), time.Since(drainAt).Round(time.Millisecond))))
+		d.logf("%s", d.cs.Red(fmt.Sprintf("%d messages still unhandled%s after %v", lost(), state(false), time.Since(drainAt).Round(time.Millisecond))))
 	}
 
 	st := d.verifier.Stats()
 	v.Keys = o.Keys
-	if o.Walkthrough == Static && o.Concurrency > 1 {
-		v.M2Concurrency = o.Concurrency
-	}
 	v.Published = pr.res.Published
 	v.Processed = st.Processed
 	v.Handled = st.Handled
@@ -628,14 +686,12 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	if v.Lost > 0 {
 		why = append(why, fmt.Sprintf("%d of %d published messages never handled", v.Lost, v.Published))
 	}
-	if j, ok := w.(interface{ judge(*Verdict) []string }); ok {
-		why = append(why, j.judge(&v)...)
-	}
+	why = append(why, w.judge(ctx, &v)...)
 	v.OK = len(why) == 0
 	v.Reason = strings.Join(why, ", ")
 	if d.web != nil && o.WebHold > 0 {
 		// The verdict first, then the page stays up with the group.
-		if err := d.report(v); err != nil {
+		if err := w.report(v); err != nil {
 			return v, err
 		}
 		d.hold(d.outer)
@@ -643,33 +699,123 @@ func (d *demo) run(ctx context.Context, w walkthrough) (Verdict, error) {
 	return v, nil
 }
 
-// startInstance runs an instance of member on its own connection, as a
-// separate process would, joining the walkthrough's kind of group.
-func (d *demo) startInstance(ctx context.Context, member, name string) error {
+// connect opens a connection of its own for name, as a separate process
+// would have, and a client on it.
+func (d *demo) connect(name string) (*nats.Conn, *cg.Client, error) {
 	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+name))
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", name, err)
+		return nil, nil, fmt.Errorf("connect %s: %w", name, err)
 	}
 	c, err := cg.NewFromConn(nc, "")
 	if err != nil {
 		nc.Close()
+		return nil, nil, err
+	}
+	return nc, c, nil
+}
+
+// startInstance runs an instance of member on its own connection; join
+// joins it with the connection's client (ctx outlives the demo's limit, so
+// that teardown stops the instance, not the deadline).
+func (d *demo) startInstance(ctx context.Context, member, name string, join func(ctx context.Context, c *cg.Client, inst *instance) (*cg.Member, error)) error {
+	nc, c, err := d.connect(name)
+	if err != nil {
 		return err
 	}
 	inst := &instance{name: name, member: member, nc: nc}
 	d.instances = append(d.instances, inst)
-	join := c.JoinStatic
-	if d.o.Walkthrough == Elastic {
-		join = c.JoinElastic
-	}
-	opts := cg.JoinOptions{AckWait: d.o.AckWait, OnEvent: d.onEvent(inst)}
-	if d.o.Walkthrough == Static && member == "m2" && d.o.Concurrency > 1 {
-		opts.Concurrency = d.o.Concurrency
-	}
-	inst.m, err = join(context.WithoutCancel(ctx), streamName, groupName, member, d.handler(inst), opts)
-	if err != nil {
+	if inst.m, err = join(context.WithoutCancel(ctx), c, inst); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	return nil
+}
+
+// joinOptions are an instance's join options as the walkthroughs share
+// them: the demo's ack wait, and its events narrated.
+func (d *demo) joinOptions(inst *instance) cg.JoinOptions {
+	return cg.JoinOptions{AckWait: d.o.AckWait, OnEvent: d.onEvent(inst)}
+}
+
+// startMember runs an instance of member of the walkthrough's group of
+// kind k with the demo's counting handler; concurrency above 1 has it
+// handle that many messages at once.
+func (d *demo) startMember(ctx context.Context, k cg.Kind, member, name string, concurrency int) error {
+	return d.startInstance(ctx, member, name, func(ctx context.Context, c *cg.Client, inst *instance) (*cg.Member, error) {
+		opts := d.joinOptions(inst)
+		if concurrency > 1 {
+			opts.Concurrency = concurrency
+		}
+		return c.Join(ctx, k, streamName, groupName, member, d.handler(inst), opts)
+	})
+}
+
+// createStream makes ORDERS on subjs, stamped with the partition by the
+// transform dest.
+func (d *demo) createStream(ctx context.Context, subjs, dest string) error {
+	if _, err := d.admin.JetStream().CreateStream(ctx, jetstream.StreamConfig{
+		Name: streamName, Subjects: []string{subjs},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: subjs, Destination: dest},
+	}); err != nil {
+		return fmt.Errorf("create stream %s: %w", streamName, err)
+	}
+	return nil
+}
+
+// createStatic makes the static group over members, balanced, as `cg
+// static create balanced` does, and returns who owns what.
+func (d *demo) createStatic(ctx context.Context, members ...string) (partition.Assignment, error) {
+	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
+		MaxMembers: partitions, Filters: []string{">"}, Members: members,
+	})
+	if err != nil {
+		return partition.Assignment{}, fmt.Errorf("create group: %w", err)
+	}
+	return res.Config.Assignment(), nil
+}
+
+// createPair makes the static group over m1 and m2 and says who owns what.
+func (d *demo) createPair(ctx context.Context) error {
+	a, err := d.createStatic(ctx, "m1", "m2")
+	if err != nil {
+		return err
+	}
+	d.step(fmt.Sprintf("Created static group %s: %s owns %s, %s owns %s", groupName,
+		d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), render.Ranges(a.MemberPartitions("m2"))),
+		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
+	return nil
+}
+
+// column is an extra column of a status table: its header and a member's cell.
+type column struct {
+	head string
+	cell func(health.MemberStatus) string
+}
+
+// staticStatus prints the static group as `cg static info` shows it, with
+// the instances' names, what each handled, and the extra columns.
+func (d *demo) staticStatus(ctx context.Context, title string, extra ...column) {
+	gi, err := d.admin.Info(ctx, cg.KindStatic, streamName, groupName)
+	if err != nil {
+		d.logf("%s: %v", title, err)
+		return
+	}
+	by := d.verifier.Stats().ByWho
+	var b strings.Builder
+	heads := []string{"MEMBER", "PARTITIONS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "HANDLED"}
+	for _, c := range extra {
+		heads = append(heads, c.head)
+	}
+	t := render.NewTable(&b, heads...)
+	for _, ms := range gi.Members {
+		row := []string{d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
+			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by)}
+		for _, c := range extra {
+			row = append(row, c.cell(ms))
+		}
+		t.AddRow(row...)
+	}
+	_ = t.Render()
+	d.block(title, b.String())
 }
 
 // teardown stops every instance (a killed one too, to release its
@@ -731,15 +877,21 @@ func (d *demo) report(v Verdict) error {
 	return d.printVerdict(v)
 }
 
-func (d *demo) printVerdict(v Verdict) error {
+// verdictHead prints the verdict's headline, PASS or FAIL with the
+// reason, and returns the key-value block its counts go in.
+func (d *demo) verdictHead(ok bool, reason string) *render.KeyValues {
 	w := d.o.IO.Out
 	head := d.cs.Green("VERDICT: PASS")
-	if !v.OK {
-		head = d.cs.Red("VERDICT: FAIL: " + v.Reason)
+	if !ok {
+		head = d.cs.Red("VERDICT: FAIL: " + reason)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, d.cs.Bold(head))
-	kv := render.NewKeyValues(w)
+	return render.NewKeyValues(w)
+}
+
+func (d *demo) printVerdict(v Verdict) error {
+	kv := d.verdictHead(v.OK, v.Reason)
 	kv.Addf("  published", "%d (over %d keys)", v.Published, v.Keys)
 	kv.Addf("  processed", "%d distinct key/seq", v.Processed)
 	kv.Addf("  duplicates", "%d (redelivered around a handoff; handlers must be idempotent)", v.Duplicates)

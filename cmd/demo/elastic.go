@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -59,7 +58,7 @@ func (d *elasticWalk) setup(ctx context.Context) error {
 		fmt.Sprintf("Each handler works %v on a message, then double-acks it (elastic groups need explicit acks).", o.Sleep),
 		"(cg elastic consume ORDERS fulfillment m1 --sleep "+o.Sleep.String()+", and the same for m2 and m3)")
 	for _, member := range []string{"m1", "m2", "m3"} {
-		if err := d.startInstance(ctx, member, member+"/a"); err != nil {
+		if err := d.startMember(ctx, cg.KindElastic, member, member+"/a", 1); err != nil {
 			return err
 		}
 	}
@@ -289,7 +288,7 @@ func (d *elasticWalk) movesText(moves []cg.Move) string {
 	}
 	parts := make([]string, len(order))
 	for i, k := range order {
-		parts[i] = fmt.Sprintf("%s %s -> %s", group.Ranges(by[k]), d.ownerName(k.from), d.ownerName(k.to))
+		parts[i] = fmt.Sprintf("%s %s -> %s", render.Ranges(by[k]), d.ownerName(k.from), d.ownerName(k.to))
 	}
 	return "moves " + strings.Join(parts, ", ")
 }
@@ -314,7 +313,7 @@ func (d *elasticWalk) status(ctx context.Context, title string, why ...string) {
 	var b strings.Builder
 	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "PENDING", "ACK PENDING", "HANDLED")
 	for _, ms := range gi.Members {
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Pending),
+		t.AddRow(d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Pending),
 			fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by))
 	}
 	for _, in := range d.instances {
@@ -391,7 +390,7 @@ func rebalanceText(d *demo, r Rebalance) string {
 		}
 		var served []string
 		for _, m := range order {
-			served = append(served, group.Ranges(to[m])+" -> "+d.cs.Member(m))
+			served = append(served, render.Ranges(to[m])+" -> "+d.cs.Member(m))
 		}
 		s := "orphaned " + strings.Join(served, ", ")
 		if len(missed) > 0 {

@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -90,6 +88,9 @@ type poisonWalk struct {
 	// dlSeen: the dead letter is in its stream (checked by the handlers
 	// of the poison key's later messages until it is).
 	dlSeen atomic.Bool
+	// pv is the walkthrough's own count, from the poison message's
+	// publish on; report adds what every walkthrough counts.
+	pv PoisonVerdict
 
 	mu         sync.Mutex
 	deliveries []int
@@ -99,112 +100,66 @@ type poisonWalk struct {
 	during     uint64
 }
 
-// poisonRun is `cg demo poison`.
-func poisonRun(ctx context.Context, o *Options) error {
-	limit := o.Limit
-	if limit <= 0 {
-		limit = overallLimit
+// traffic runs on every key, stamped for counting, for --phase; the
+// poison message comes a third of the way in (steps), on a key that has
+// orders before and after it.
+func (w *poisonWalk) traffic(context.Context) trafficPlan {
+	o := w.o
+	return trafficPlan{
+		opts:  traffic.Options{Subject: poisonPattern, Duration: o.Phase},
+		timed: true,
+		head:  fmt.Sprintf("Publishing to %s over %d keys at %s for %v", poisonPattern, o.Keys, traffic.FormatRate(o.Rate), o.Phase),
+		why:   []string{"Each message carries Cg-Key and Cg-Key-Seq, so the handlers' view can be counted."},
 	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	d := &demo{
-		o: o, out: o.IO.ErrOut, cs: render.NewColorScheme(o.IO.ColorEnabled()), start: time.Now(),
-		keys:     traffic.Keys("k", o.Keys),
-		verifier: traffic.NewVerifier(traffic.VerifierOptions{}), clock: newClock(), served: newServed(),
+}
+
+// steps publish the poison message.
+func (w *poisonWalk) steps(ctx context.Context, _ *Verdict) error {
+	d := w.demo
+	if err := sleepCtx(ctx, w.o.Phase/3); err != nil {
+		return err
 	}
-	w := &poisonWalk{demo: d, poisonKey: d.keys[len(d.keys)/2]}
-	v, err := w.run(ctx)
+	w.pv.PoisonSubject = "orders." + w.poisonKey + ".refund"
+	ack, err := d.admin.JetStream().Publish(ctx, w.pv.PoisonSubject, []byte(`{"refund":"poison"}`))
 	if err != nil {
-		switch {
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return fmt.Errorf("demo did not finish within %v: %w", limit, err)
-		case ctx.Err() != nil:
-			return errors.New("demo interrupted before its verdict")
-		}
-		return err
+		return fmt.Errorf("publish the poison message: %w", err)
 	}
-	if o.JSON {
-		if err := render.JSON(o.IO.Out, v); err != nil {
-			return err
-		}
-	} else if err := w.printVerdict(v); err != nil {
-		return err
-	}
-	if !v.OK {
-		return fmt.Errorf("verdict: %s", v.Reason)
-	}
+	w.poisonSeq.Store(ack.Sequence)
+	w.pv.PoisonSeq = ack.Sequence
+	d.step(fmt.Sprintf("Published one poison message: %s (stream seq %d)", w.pv.PoisonSubject, ack.Sequence),
+		"Its handler fails every delivery. After "+strconv.Itoa(poisonMaxDeliver)+" deliveries it is dead-lettered to "+deadLetterSubj+";",
+		"until then its key's later orders wait behind it, and every other key goes on.")
 	return nil
 }
 
-func (w *poisonWalk) run(ctx context.Context) (PoisonVerdict, error) {
-	d, o := w.demo, w.o
-	v := PoisonVerdict{Keys: o.Keys, PoisonKey: w.poisonKey, MaxDeliver: poisonMaxDeliver}
-
-	stop, err := d.startServer()
+// deadCount is how many messages the dead-letter stream holds.
+func (w *poisonWalk) deadCount(ctx context.Context) uint64 {
+	si, err := w.dead.Info(ctx)
 	if err != nil {
-		return v, err
+		return 0
 	}
-	defer stop()
-	v.Server = d.url
-	js := d.admin.JetStream()
-	defer d.teardown()
-	if err := w.setup(ctx); err != nil {
-		return v, err
-	}
+	return si.State.Msgs
+}
 
-	// Traffic on every key, stamped for counting; the poison message
-	// comes a third of the way in, on a key that has orders before and
-	// after it.
-	pub, err := traffic.NewPublisher(js, traffic.Options{Subject: poisonPattern, Keys: d.keys, Rate: o.Rate, Duration: o.Phase})
-	if err != nil {
-		return v, err
+// drain waits for the dead letter as well.
+func (w *poisonWalk) drain(ctx context.Context) drainWait {
+	return drainWait{
+		words: " and the dead letter to land",
+		done:  func() bool { return w.deadCount(ctx) >= 1 },
+		state: func(held bool) string {
+			if held {
+				return ", dead letter in " + deadLetterStream
+			}
+			return fmt.Sprintf(", %d dead letters", w.deadCount(ctx))
+		},
 	}
-	type pubDone struct {
-		res traffic.Result
-		err error
-	}
-	pubCh := make(chan pubDone, 1)
-	go func() {
-		r, err := pub.Run(ctx)
-		pubCh <- pubDone{r, err}
-	}()
-	d.step(fmt.Sprintf("Publishing to %s over %d keys at %s for %v", poisonPattern, o.Keys, traffic.FormatRate(o.Rate), o.Phase),
-		"Each message carries Cg-Key and Cg-Key-Seq, so the handlers' view can be counted.")
-	if err := sleepCtx(ctx, o.Phase/3); err != nil {
-		return v, err
-	}
-	v.PoisonSubject = "orders." + w.poisonKey + ".refund"
-	ack, err := js.Publish(ctx, v.PoisonSubject, []byte(`{"refund":"poison"}`))
-	if err != nil {
-		return v, fmt.Errorf("publish the poison message: %w", err)
-	}
-	w.poisonSeq.Store(ack.Sequence)
-	v.PoisonSeq = ack.Sequence
-	d.step(fmt.Sprintf("Published one poison message: %s (stream seq %d)", v.PoisonSubject, ack.Sequence),
-		"Its handler fails every delivery. After "+strconv.Itoa(poisonMaxDeliver)+" deliveries it is dead-lettered to "+deadLetterSubj+";",
-		"until then its key's later orders wait behind it, and every other key goes on.")
+}
 
-	pr := <-pubCh
-	if pr.err != nil {
-		return v, fmt.Errorf("publishing: %w", pr.err)
-	}
-	lost := func() uint64 { return d.verifier.Lost(pr.res.PerKey) }
-	deadCount := func() uint64 {
-		si, err := w.dead.Info(ctx)
-		if err != nil {
-			return 0
-		}
-		return si.State.Msgs
-	}
-	d.step(fmt.Sprintf("Stopped traffic after %d messages; waiting for every one to be handled and the dead letter to land (at most %v)", pr.res.Published, drainLimit))
-	drainAt := time.Now()
-	if poll(ctx, min(drainLimit, time.Until(deadlineOf(ctx))), func() bool { return lost() == 0 && deadCount() >= 1 }) {
-		d.logf("all %d handled, dead letter in %s (%v after the last publish)", pr.res.Published, deadLetterStream, time.Since(drainAt).Round(time.Millisecond))
-	} else {
-		d.logf("%s", d.cs.Red(fmt.Sprintf("%d messages unhandled, %d dead letters after %v", lost(), deadCount(), time.Since(drainAt).Round(time.Millisecond))))
-	}
-
-	v.DeadLettered = deadCount()
+// judge counts the dead letters and what happened around the poison
+// message, and says what failed.
+func (w *poisonWalk) judge(ctx context.Context, _ *Verdict) []string {
+	v := &w.pv
+	v.DeadLettered = w.deadCount(ctx)
 	if v.DeadLettered > 0 {
 		raw, err := w.dead.GetMsg(ctx, 1)
 		if err == nil {
@@ -220,17 +175,11 @@ func (w *poisonWalk) run(ctx context.Context) (PoisonVerdict, error) {
 				h.Get(cg.HeaderDLDeliveries) == strconv.Itoa(poisonMaxDeliver) && h.Get(cg.HeaderDLMember) != ""
 		}
 	}
-	st := d.verifier.Stats()
 	w.mu.Lock()
 	v.Failures = len(w.deliveries)
 	v.Deliveries = append([]int(nil), w.deliveries...)
 	v.KeyAfter, v.EarlyAfter, v.OthersDuringRetries = w.keyAfter, w.earlyAfter, w.during
 	w.mu.Unlock()
-	v.Published = pr.res.Published
-	v.Processed, v.Handled, v.Duplicates, v.OrderViolations = st.Processed, st.Handled, st.Duplicates, st.Violations
-	v.Lost = lost()
-	v.ByInstance = st.ByWho
-	v.ElapsedSeconds = time.Since(d.start).Seconds()
 
 	var why []string
 	if v.DeadLettered != 1 {
@@ -250,25 +199,29 @@ func (w *poisonWalk) run(ctx context.Context) (PoisonVerdict, error) {
 	if v.EarlyAfter > 0 {
 		why = append(why, fmt.Sprintf("%d of the poison key's later messages handled before it was dead-lettered", v.EarlyAfter))
 	}
-	if v.OrderViolations > 0 {
-		why = append(why, fmt.Sprintf("%d per-key order violations", v.OrderViolations))
+	return why
+}
+
+// report prints the poison walkthrough's own verdict, PoisonVerdict.
+func (w *poisonWalk) report(v Verdict) error {
+	w.reported = true
+	pv := w.pv
+	pv.OK, pv.Reason, pv.Server, pv.Keys = v.OK, v.Reason, v.Server, v.Keys
+	pv.PoisonKey, pv.MaxDeliver = w.poisonKey, poisonMaxDeliver
+	pv.Published, pv.Processed, pv.Handled = v.Published, v.Processed, v.Handled
+	pv.Duplicates, pv.OrderViolations, pv.Lost = v.Duplicates, v.OrderViolations, v.Lost
+	pv.ByInstance, pv.ElapsedSeconds = v.ByInstance, v.ElapsedSeconds
+	if w.o.JSON {
+		return render.JSON(w.o.IO.Out, pv)
 	}
-	if v.Lost > 0 {
-		why = append(why, fmt.Sprintf("%d of %d published messages never handled", v.Lost, v.Published))
-	}
-	v.OK = len(why) == 0
-	v.Reason = strings.Join(why, ", ")
-	return v, nil
+	return w.printVerdict(pv)
 }
 
 func (w *poisonWalk) setup(ctx context.Context) error {
 	d := w.demo
 	js := d.admin.JetStream()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: streamName, Subjects: []string{poisonSubjects},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: poisonSubjects, Destination: poisonTransform},
-	}); err != nil {
-		return fmt.Errorf("create stream %s: %w", streamName, err)
+	if err := d.createStream(ctx, poisonSubjects, poisonTransform); err != nil {
+		return err
 	}
 	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, poisonSubjects, poisonTransform),
 		"The customer (token 1) picks the partition: a customer's created orders and refunds share one.")
@@ -278,16 +231,9 @@ func (w *poisonWalk) setup(ctx context.Context) error {
 	}
 	d.step(fmt.Sprintf("Created stream %s capturing %s: where dead letters go", deadLetterStream, deadLetterSubj),
 		"(nats stream add "+deadLetterStream+" --subjects "+deadLetterSubj+")")
-	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
-		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1", "m2"},
-	})
-	if err != nil {
-		return fmt.Errorf("create group: %w", err)
+	if err := d.createPair(ctx); err != nil {
+		return err
 	}
-	a := res.Config.Assignment()
-	d.step(fmt.Sprintf("Created static group %s: %s owns %s, %s owns %s", groupName,
-		d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
-		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
 	backoff := make([]string, len(poisonBackoff))
 	for i, b := range poisonBackoff {
 		backoff[i] = b.String()
@@ -308,36 +254,23 @@ func (w *poisonWalk) setup(ctx context.Context) error {
 // startInstance joins member with the walkthrough's retry policy.
 func (w *poisonWalk) startInstance(ctx context.Context, member, name string) error {
 	d := w.demo
-	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+name))
-	if err != nil {
-		return fmt.Errorf("connect %s: %w", name, err)
-	}
-	c, err := cg.NewFromConn(nc, "")
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	inst := &instance{name: name, member: member, nc: nc}
-	d.instances = append(d.instances, inst)
-	onEvent := d.onEvent(inst)
-	inst.m, err = c.JoinStatic(context.WithoutCancel(ctx), streamName, groupName, member, w.handler(inst), cg.JoinOptions{
-		AckWait: d.o.AckWait, Concurrency: poisonConcurrent,
-		OnEvent: func(e cg.Event) {
+	return d.startInstance(ctx, member, name, func(ctx context.Context, c *cg.Client, inst *instance) (*cg.Member, error) {
+		opts := d.joinOptions(inst)
+		onEvent := opts.OnEvent
+		opts.Concurrency = poisonConcurrent
+		opts.OnEvent = func(e cg.Event) {
 			if e.Kind == cg.EventPoison {
 				w.onPoisonEvent(inst, e)
 				return
 			}
 			onEvent(e)
-		},
-		Retry: &cg.RetryPolicy{
+		}
+		opts.Retry = &cg.RetryPolicy{
 			MaxDeliver: poisonMaxDeliver, Backoff: poisonBackoff,
 			OnPoison: cg.PoisonDeadLetter, DeadLetter: deadLetterSubj,
-		},
+		}
+		return c.Join(ctx, cg.KindStatic, streamName, groupName, member, w.handler(inst), opts)
 	})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	return nil
 }
 
 // handler fails every refund and handles the rest as the other
@@ -422,15 +355,7 @@ func (w *poisonWalk) onPoisonEvent(inst *instance, e cg.Event) {
 }
 
 func (w *poisonWalk) printVerdict(v PoisonVerdict) error {
-	d := w.demo
-	out := d.o.IO.Out
-	head := d.cs.Green("VERDICT: PASS")
-	if !v.OK {
-		head = d.cs.Red("VERDICT: FAIL: " + v.Reason)
-	}
-	fmt.Fprintln(out)
-	fmt.Fprintln(out, d.cs.Bold(head))
-	kv := render.NewKeyValues(out)
+	kv := w.verdictHead(v.OK, v.Reason)
 	kv.Addf("  published", "%d (over %d keys), plus the poison message", v.Published, v.Keys)
 	kv.Addf("  processed", "%d distinct key/seq (%d handler calls)", v.Processed, v.Handled)
 	kv.Addf("  poison message", "%s, stream seq %d, key %s", v.PoisonSubject, v.PoisonSeq, v.PoisonKey)

@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -24,13 +20,8 @@ type staticWalk struct{ *demo }
 
 func (d *staticWalk) setup(ctx context.Context) error {
 	o := d.o
-	_, err := d.admin.JetStream().CreateStream(ctx, jetstream.StreamConfig{
-		Name:             streamName,
-		Subjects:         []string{subjects},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: subjects, Destination: transform},
-	})
-	if err != nil {
-		return fmt.Errorf("create stream %s: %w", streamName, err)
+	if err := d.createStream(ctx, subjects, transform); err != nil {
+		return err
 	}
 	k := d.keys[0]
 	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, subjects, transform),
@@ -39,15 +30,12 @@ func (d *staticWalk) setup(ctx context.Context) error {
 		"(nats stream add ORDERS --subjects 'orders.*' --transform-source 'orders.*' --transform-destination '"+transform+"')")
 
 	// The static group, through the engine as `cg static create` does.
-	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
-		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1", "m2"},
-	})
+	a, err := d.createStatic(ctx, "m1", "m2")
 	if err != nil {
-		return fmt.Errorf("create group: %w", err)
+		return err
 	}
-	a := res.Config.Assignment()
 	d.step(fmt.Sprintf("Created static group %s over %d partitions, balanced: %s owns %s, %s owns %s",
-		groupName, partitions, d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
+		groupName, partitions, d.cs.Member("m1"), render.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), render.Ranges(a.MemberPartitions("m2"))),
 		"Each member gets one durable consumer, fulfillment-<member>, filtered to its partitions and",
 		"pinned: whatever the number of instances of a member, the server feeds one of them.",
 		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
@@ -58,7 +46,11 @@ func (d *staticWalk) setup(ctx context.Context) error {
 		fmt.Sprintf("customer's orders still one at a time, in order. Each handler works %v on a message, then double-acks it.", o.Sleep),
 		"(cg static consume ORDERS fulfillment m1 --sleep "+o.Sleep.String()+", twice; for m2 the same with --concurrency "+strconv.Itoa(o.Concurrency)+")")
 	for _, spec := range [][2]string{{"m1", "m1/a"}, {"m1", "m1/b"}, {"m2", "m2/a"}} {
-		if err := d.startInstance(ctx, spec[0], spec[1]); err != nil {
+		concurrency := 1
+		if spec[0] == "m2" {
+			concurrency = o.Concurrency
+		}
+		if err := d.startMember(ctx, cg.KindStatic, spec[0], spec[1], concurrency); err != nil {
 			return err
 		}
 	}
@@ -67,13 +59,16 @@ func (d *staticWalk) setup(ctx context.Context) error {
 
 func (d *staticWalk) steps(ctx context.Context, v *Verdict) error {
 	o := d.o
+	if o.Concurrency > 1 {
+		v.M2Concurrency = o.Concurrency
+	}
 	if err := sleepCtx(ctx, o.Phase); err != nil {
 		return err
 	}
 	if !poll(ctx, stepLimit, func() bool { _, ok := d.clock.holder("m1"); return ok }) {
 		return fmt.Errorf("m1 handled no message within %v of traffic", stepLimit)
 	}
-	d.status(ctx, "Status after warming up")
+	d.staticStatus(ctx, "Status after warming up")
 
 	// Step-down while traffic flows.
 	d.step("Stepping m1 down: unpinning its active instance while traffic flows",
@@ -102,7 +97,7 @@ func (d *staticWalk) steps(ctx context.Context, v *Verdict) error {
 	if err := sleepCtx(ctx, o.Phase); err != nil {
 		return err
 	}
-	d.status(ctx, "Status after the step-down")
+	d.staticStatus(ctx, "Status after the step-down")
 
 	// Kill the pinned instance: no stop, no unpin.
 	victim := d.pinned(ctx, "m1")
@@ -130,7 +125,7 @@ func (d *staticWalk) steps(ctx context.Context, v *Verdict) error {
 	if err := sleepCtx(ctx, o.Phase); err != nil {
 		return err
 	}
-	d.status(ctx, "Status after the failover")
+	d.staticStatus(ctx, "Status after the failover")
 	return nil
 }
 
@@ -152,23 +147,4 @@ func (d *staticWalk) pinned(ctx context.Context, member string) *instance {
 		}
 	}
 	return nil
-}
-
-// status prints the group as `cg static info` shows it, with the
-// instances' names and what each handled.
-func (d *staticWalk) status(ctx context.Context, title string) {
-	gi, err := d.admin.Info(ctx, cg.KindStatic, streamName, groupName)
-	if err != nil {
-		d.logf("%s: %v", title, err)
-		return
-	}
-	by := d.verifier.Stats().ByWho
-	var b strings.Builder
-	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "STANDBYS", "PENDING", "ACK PENDING", "HANDLED")
-	for _, ms := range gi.Members {
-		t.AddRow(d.cs.Member(ms.Member), group.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Standbys),
-			fmt.Sprint(ms.Pending), fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by))
-	}
-	_ = t.Render()
-	d.block(title, b.String())
 }

@@ -13,9 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/iostreams"
@@ -83,24 +80,14 @@ func (w *workersWalk) setup(ctx context.Context) error {
 		return err
 	}
 	w.shown = map[string]int{}
-	if _, err := d.admin.JetStream().CreateStream(ctx, jetstream.StreamConfig{
-		Name: streamName, Subjects: []string{subjects},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: subjects, Destination: transform},
-	}); err != nil {
-		return fmt.Errorf("create stream %s: %w", streamName, err)
+	if err := d.createStream(ctx, subjects, transform); err != nil {
+		return err
 	}
 	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, subjects, transform),
 		"Every customer's orders land in one of 10 partitions.")
-	res, err := d.admin.CreateStatic(ctx, streamName, groupName, cg.StaticConfig{
-		MaxMembers: partitions, Filters: []string{">"}, Members: []string{"m1", "m2"},
-	})
-	if err != nil {
-		return fmt.Errorf("create group: %w", err)
+	if err := d.createPair(ctx); err != nil {
+		return err
 	}
-	a := res.Config.Assignment()
-	d.step(fmt.Sprintf("Created static group %s: %s owns %s, %s owns %s", groupName,
-		d.cs.Member("m1"), group.Ranges(a.MemberPartitions("m1")), d.cs.Member("m2"), group.Ranges(a.MemberPartitions("m2"))),
-		"(cg static create balanced ORDERS fulfillment 10 m1 m2 --filter '>')")
 	d.step("Wrote the worker, a shell script: "+w.script,
 		"cg starts it once per message, with no shell of its own: the body on stdin; CG_MEMBER, CG_SUBJECT,",
 		"CG_PARTITION, CG_STREAM_SEQ, CG_DELIVERED and CG_KEY (the customer, read off the subject) in its",
@@ -126,13 +113,8 @@ func (w *workersWalk) setup(ctx context.Context) error {
 // connection, as a separate cg would.
 func (w *workersWalk) startConsume(ctx context.Context, member string) error {
 	d := w.demo
-	nc, err := nats.Connect(d.url, nats.Name("cg-demo-"+member))
+	nc, c, err := d.connect(member)
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", member, err)
-	}
-	c, err := cg.NewFromConn(nc, "")
-	if err != nil {
-		nc.Close()
 		return err
 	}
 	ios := &iostreams.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &shownLines{w: w, member: member}}
@@ -251,7 +233,7 @@ func (w *workersWalk) steps(ctx context.Context, v *Verdict) error {
 	return sleepCtx(ctx, w.o.Phase/2)
 }
 
-func (w *workersWalk) judge(v *Verdict) []string {
+func (w *workersWalk) judge(_ context.Context, v *Verdict) []string {
 	w.count()
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -63,7 +63,7 @@ func newCmdMembers(f *factory.Factory, drop bool) *cobra.Command {
 		"\n  cg elastic " + cmd.Name() + " ORDERS fulfillment m9 --minimal --dry-run"
 	bindDryRun(cmd, &opts.DryRun)
 	cmd.Flags().BoolVar(&opts.Minimal, "minimal", false, "move the fewest partitions: keep shares even by storing member mappings instead of re-splitting the member list")
-	cmd.Args = group.ArgsVariadic("member", "stream", "group", "member")
+	cmd.Args = cmdutil.ArgsVariadic("member", "stream", "group", "member")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
 		return membersRun(cmd.Context(), opts)
@@ -147,7 +147,7 @@ func changeError(err error, stream, grp string) error {
 	case errors.Is(err, cg.ErrMappedGroup), errors.Is(err, cg.ErrNotMapped):
 		return fmt.Errorf("%w; see 'cg elastic info %s %s'", err, stream, grp)
 	}
-	return group.Wrap(err, cg.KindElastic, stream, grp)
+	return hints.Wrap(err, cg.KindElastic, stream, grp)
 }
 
 func members(cs *render.ColorScheme, names []string) string {
@@ -177,7 +177,7 @@ func renderChange(f *factory.Factory, cs *render.ColorScheme, mc cg.MembershipCh
 		fmt.Fprintln(ios.Out)
 		t := render.NewTable(ios.Out, "PARTITIONS", "FROM", "TO")
 		for _, run := range moveRuns(mc.Moves) {
-			t.AddRow(group.Ranges(run.partitions), owner(cs, run.from), owner(cs, run.to))
+			t.AddRow(render.Ranges(run.partitions), owner(cs, run.from), owner(cs, run.to))
 		}
 		if err := t.Render(); err != nil {
 			return err

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
@@ -81,7 +80,7 @@ func NewCmdCreate(f *factory.Factory) *cobra.Command {
 		Example: "  cg elastic create ORDERS fulfillment 10\n" +
 			"  cg elastic create ORDERS fulfillment 10 --filter 'orders.*:1'\n" +
 			"  cg elastic create EVENTS billing 16 --filter 'events.*.*:2' --filter 'audit.>' --max-buffered-msgs 100000",
-		Args: group.Args("stream", "group", "max-members"),
+		Args: cmdutil.Args("stream", "group", "max-members"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cg.ValidateName("group", args[1]); err != nil {
 				return cmdutil.NewUsageError(err)
@@ -91,7 +90,7 @@ func NewCmdCreate(f *factory.Factory) *cobra.Command {
 				return err
 			}
 			opts.Stream, opts.Group, opts.MaxMembers = args[0], args[1], n
-			if opts.Layout, err = group.ParseLayout(layout); err != nil {
+			if opts.Layout, err = cmdutil.ParseLayout(layout); err != nil {
 				return err
 			}
 			opts.Filters = nil
@@ -113,7 +112,7 @@ func NewCmdCreate(f *factory.Factory) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVar(&filters, "filter", nil, filterHelp)
-	group.BindLayout(cmd, &layout)
+	cmdutil.BindLayout(cmd, &layout)
 	cmdutil.Int64Var(fs, &opts.MaxBufferedMsgs, "max-buffered-msgs", 0, 0, "100000",
 		"most messages the work-queue stream holds (0: unlimited); when full, sourcing pauses until members catch up")
 	cmdutil.Int64Var(fs, &opts.MaxBufferedBytes, "max-buffered-bytes", 0, 0, "1073741824",
@@ -276,7 +275,7 @@ func membership(cs *render.ColorScheme, cfg cg.ElasticConfig) string {
 	a := cfg.Assignment()
 	parts := make([]string, len(names))
 	for i, m := range names {
-		parts[i] = cs.Member(m) + "=" + group.Ranges(a.MemberPartitions(m))
+		parts[i] = cs.Member(m) + "=" + render.Ranges(a.MemberPartitions(m))
 	}
 	return strings.Join(parts, "  ") + " (" + cfg.Mode() + ")"
 }

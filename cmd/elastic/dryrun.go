@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
@@ -91,7 +90,7 @@ func renderPlan(f *factory.Factory, mc cg.MembershipChange, mode string) error {
 		fmt.Fprintln(ios.Out)
 		t := render.NewTable(ios.Out, "PARTITIONS", "FROM", "TO")
 		for _, run := range moveRuns(mc.Moves) {
-			t.AddRow(group.Ranges(run.partitions), owner(cs, run.from), owner(cs, run.to))
+			t.AddRow(render.Ranges(run.partitions), owner(cs, run.from), owner(cs, run.to))
 		}
 		return t.Render()
 	}

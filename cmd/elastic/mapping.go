@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
@@ -36,7 +35,7 @@ func NewCmdCreateMapping(f *factory.Factory) *cobra.Command {
 		Example: "  cg elastic create-mapping ORDERS fulfillment m1:0-3 m2:4-8 whale:9\n" +
 			"  cg elastic cm ORDERS fulfillment m1:0,2,4,6,8 m2:1,3,5,7,9 --json\n" +
 			"  cg elastic cm ORDERS fulfillment m1:0-4 m2:5-9 --dry-run",
-		Args: group.ArgsVariadic("member:p,p,...", "stream", "group", "member:p,p,..."),
+		Args: cmdutil.ArgsVariadic("member:p,p,...", "stream", "group", "member:p,p,..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Mappings = args[0], args[1], nil
 			for _, a := range args[2:] {
@@ -94,7 +93,7 @@ func NewCmdDeleteMapping(f *factory.Factory) *cobra.Command {
 			"again: the members given, or by default the members the mappings named, so the group is never left\n" +
 			"with no one to consume. Running members rebalance live. It prints the membership that results.",
 		Example: "  cg elastic delete-mapping ORDERS fulfillment\n  cg elastic dm ORDERS fulfillment m1 m2 m3",
-		Args:    group.ArgsVariadic("member", "stream", "group"),
+		Args:    cmdutil.ArgsVariadic("member", "stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Members = args[0], args[1], unique(args[2:])
 			return deleteMappingRun(cmd.Context(), opts)

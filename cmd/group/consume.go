@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -64,7 +65,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			"sequence, pin, processing time and ack outcome. On Ctrl-C or SIGTERM the message in hand is\n" +
 			"finished and acked and the pin released, so a standby takes over at once.",
 		Example: fmt.Sprintf("  cg %s consume ORDERS fulfillment m1 --sleep 25ms\n  cg %s join ORDERS fulfillment m1 --json", k, k),
-		Args:    Args("stream", "group", "member"),
+		Args:    cmdutil.Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			if err := opts.checkCeilings(); err != nil {
@@ -219,225 +220,30 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 	if o.Worker.on() {
 		if o.work, err = o.startWorker(ctx, c); err != nil {
-			return wrap(err, o.Kind, o.Stream, o.Group)
+			return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 		}
 		defer o.work.close()
 	}
-	ios := o.F.IOStreams
-	cs := render.NewColorScheme(ios.ColorEnabled())
-	out := newLineWriter(ios.Out)
-	js := render.NewJSONStream(out)
-	var mu sync.Mutex // one writer at a time; events come from other goroutines
-	sum := Summary{Type: "summary", Member: o.Member}
-	who := cs.Member(o.Member)
-
-	var verifier *traffic.Verifier
-	if o.Verify {
-		// An instance may take over mid-stream: each key's first
-		// key-seq seen is where its counting starts.
-		verifier = traffic.NewVerifier(traffic.VerifierOptions{MidStream: true})
-	}
-
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-
-	onEvent := func(e cg.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e.Kind {
-		case cg.EventPinned:
-			sum.PinsHeld++
-		case cg.EventPinLost:
-			if e.Cause != cg.CauseReleasedOnStop {
-				sum.PinsLost++
-			}
-		case cg.EventStopped:
-			sum.Reason = e.Reason
-		case cg.EventPoison:
-			o.onPoisonEvent(e, &sum, js, cs, who)
-			return
-		}
-		if o.F.JSON {
-			el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
-			// On a partition-layout group a pin (and what befalls it) is
-			// one partition consumer's: the line names that partition, as
-			// the text line does, so a reader can tell its pins apart.
-			if e.Kind == cg.EventJoined || e.Kind == cg.EventRebalanced ||
-				(len(e.Partitions) == 1 && e.Consumer == cg.PartitionConsumerName(o.Group, e.Partitions[0])) {
-				el.Partitions = e.Partitions
-			}
-			if e.Err != nil {
-				el.Error = hints.Error(e.Err)
-			}
-			_ = js.Encode(el)
-			return
-		}
-		var line string
-		// On a partition-layout group pins come and go per partition.
-		onPart := ""
-		if len(e.Partitions) == 1 && e.Consumer == cg.PartitionConsumerName(o.Group, e.Partitions[0]) {
-			onPart = fmt.Sprintf(" on partition %d", e.Partitions[0])
-		}
-		switch e.Kind {
-		case cg.EventJoined:
-			if e.Reason != "" {
-				defer fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, e.Reason)
-			}
-			line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind, o.Group, o.Stream, who, Ranges(e.Partitions), e.Consumer)
-			if e.Consumer == "" {
-				line = fmt.Sprintf("joined %s group %s on %s as %s: partitions %s, one consumer each (%s-p<k>)", o.Kind, o.Group, o.Stream, who, Ranges(e.Partitions), o.Group)
-			}
-			if o.Kind.HasWorkStream() && e.Consumer == "" {
-				line = fmt.Sprintf("joined %s group %s on %s as %s, one consumer per partition (%s-p<k>) on %s", o.Kind, o.Group, o.Stream, who, o.Group, o.Kind.WorkStream(o.Stream, o.Group))
-			} else if o.Kind.HasWorkStream() {
-				// An elastic instance learns its partitions as it binds: see rebalanced.
-				line = fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind, o.Group, o.Stream, who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
-			}
-		case cg.EventRebalanced:
-			line = cs.Green("rebalanced") + ": partitions " + Ranges(e.Partitions)
-		case cg.EventWaiting:
-			line = cs.Yellow("waiting") + ": " + e.Reason
-		case cg.EventPinned:
-			line = cs.Green("pinned") + ": this instance is active" + onPart + " (pin " + shortPin(e.PinID) + ")"
-		case cg.EventPinLost:
-			line = cs.Yellow("pin lost") + onPart + " (" + shortPin(e.PinID) + "): " + e.Reason
-		case cg.EventWarning:
-			line = cs.Yellow("warning") + ": " + e.Reason
-		case cg.EventFenced:
-			line = cs.Red("fenced") + ": " + e.Reason
-		case cg.EventStopped:
-			line = "stopped: " + e.Reason
-			if e.Err != nil {
-				line = cs.Red("stopped") + ": " + hints.Error(e.Err)
-			}
-		default:
-			line = string(e.Kind) + ": " + e.Reason
-		}
-		fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
-	}
-
-	handler := func(hctx context.Context, m *cg.Msg) {
-		mu.Lock()
-		over := o.Count > 0 && sum.Handled >= o.Count
-		mu.Unlock()
-		if over {
-			// Delivered while stopping after --count (another lane's):
-			// hand it back once the instance has stopped pulling (its
-			// context is cancelled then), or the server would deliver it
-			// straight back to this instance.
-			<-hctx.Done()
-			_ = m.Nak()
-			return
-		}
-		start := time.Now()
-		if o.Sleep > 0 {
-			// Not cut short by a stop: the message in hand is finished.
-			time.Sleep(o.Sleep)
-		}
-		var check traffic.Check
-		var key string
-		var keySeq uint64
-		md, mdErr := m.Metadata()
-		if verifier != nil {
-			var sseq uint64
-			if mdErr == nil {
-				sseq = md.Sequence.Stream
-			}
-			key, keySeq, _ = traffic.KeyOf(m.Headers())
-			check = verifier.Observe(key, keySeq, sseq, o.Member)
-		}
-		if o.work != nil {
-			if err := o.work.handle(m, md, mdErr); err != nil {
-				o.workerFailed(m, md, mdErr, start, err, &mu, &sum, js, cs, who)
-				return
-			}
-		}
-		if o.Poison.fails(m.Subject()) {
-			o.failMsg(m, md, mdErr, start, &mu, &sum, js, cs, who)
-			return
-		}
-		// Not past the ack wait: by then the server redelivers anyway.
-		actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
-		ackErr := m.DoubleAck(actx)
-		cancel()
-		now := time.Now()
-		took := now.Sub(start)
-		line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
-			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil, Time: now}
-		if mdErr == nil {
-			line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
-		}
-		if verifier != nil {
-			line.Key, line.KeySeq, line.Check = key, keySeq, string(check.Outcome)
-		}
-		if ackErr != nil {
-			line.AckError = ackErr.Error()
-		}
-		// The line is made outside the lock, so concurrent calls encode
-		// at once; only the counts are shared.
-		var text string
-		if !o.F.JSON {
-			outcome := cs.Green("acked")
-			if ackErr != nil {
-				outcome = cs.Red("ack failed: " + ackErr.Error())
-			}
-			redelivered := ""
-			if line.Delivered > 1 {
-				redelivered = cs.Yellow(fmt.Sprintf(" (delivery %d)", line.Delivered))
-			}
-			verdict := ""
-			if verifier != nil {
-				verdict = fmt.Sprintf(" key=%s#%d", key, keySeq)
-				switch check.Outcome {
-				case traffic.Duplicate:
-					verdict += " " + cs.Yellow("DUPLICATE")
-				case traffic.OutOfOrder:
-					verdict += " " + cs.Red("OUT OF ORDER")
-				case traffic.Unkeyed:
-					verdict += " " + cs.Yellow("no Cg-Key headers")
-				}
-				if check.Gap > 0 {
-					verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", check.Gap))
-				}
-			}
-			text = fmt.Sprintf("[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
-				shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
-		}
-		mu.Lock()
-		sum.Handled++
-		if ackErr == nil {
-			sum.Acked++
-		} else {
-			sum.AckFailed++
-		}
-		done := o.Count > 0 && sum.Handled >= o.Count
-		mu.Unlock()
-		if o.F.JSON {
-			_ = writeJSONLine(out, line)
-		} else {
-			_, _ = io.WriteString(out, text)
-		}
-		if done {
-			stopRun()
-		}
-	}
+	s := newSession(o, stopRun)
 
 	start := time.Now()
 	jo := cg.JoinOptions{
-		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: onEvent,
+		AckWait: o.AckWait, MaxAckPending: o.MaxAckPending, PinnedTTL: o.PinnedTTL, LivenessInterval: liveness(o.Liveness), InactiveThreshold: inactive(o.Inactive), OnEvent: s.printEvent,
 		ReferenceCompatible: o.ReferenceCompatible, Concurrency: o.Concurrency, Order: cg.Order(o.Order),
 		Retry: o.Poison.policy(),
 	}
-	lis, err := o.Listen.start(c, ios.ErrOut, who)
+	lis, err := o.Listen.start(c, o.F.IOStreams.ErrOut, s.who)
 	if err != nil {
 		return err
 	}
 	defer lis.close()
 	jo.Observers = append(jo.Observers, lis.observers()...)
-	var msgHandler cg.Handler = handler
+	var msgHandler cg.Handler = s.handleMsg
 	if o.Batch > 0 {
 		// --batch: consume_batch.go hands over and prints whole batches.
-		br := &batchRun{o: o, mu: &mu, sum: &sum, js: js, cs: cs, out: out, who: who, verifier: verifier, stop: stopRun}
+		br := &batchRun{o: o, mu: &s.mu, sum: &s.sum, js: s.js, cs: s.cs, out: s.out, who: s.who, verifier: s.verifier, stop: stopRun}
 		msgHandler, jo.Batch = nil, br.options()
 	}
 	m, err := c.Join(runCtx, o.Kind, o.Stream, o.Group, o.Member, msgHandler, jo)
@@ -445,12 +251,269 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		if ce := (*cg.CeilingError)(nil); errors.As(err, &ce) {
 			return ceilingJoinErr(ce)
 		}
-		return wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
+		return hints.Wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
 	stopErr := m.Wait()
 	lis.stopped(ctx, stopErr)
-	mu.Lock()
-	defer mu.Unlock()
+	return s.finish(ctx, runCtx, start, stopErr)
+}
+
+// session is what one consume run's printers share: the counts of the
+// summary, the output streams and the order check. Events come from the
+// member's goroutines and messages from its handler calls at once, so mu
+// guards sum and the JSON stream.
+type session struct {
+	o        *ConsumeOptions
+	mu       sync.Mutex
+	sum      Summary
+	out      io.Writer // standard output, one write per line
+	js       *render.JSONStream
+	cs       *render.ColorScheme
+	who      string // the member's name, colored
+	verifier *traffic.Verifier
+	stop     func() // ends the run (--count reached)
+}
+
+func newSession(o *ConsumeOptions, stop func()) *session {
+	cs := render.NewColorScheme(o.F.IOStreams.ColorEnabled())
+	out := newLineWriter(o.F.IOStreams.Out)
+	s := &session{o: o, sum: Summary{Type: "summary", Member: o.Member}, out: out, js: render.NewJSONStream(out),
+		cs: cs, who: cs.Member(o.Member), stop: stop}
+	if o.Verify {
+		// An instance may take over mid-stream: each key's first
+		// key-seq seen is where its counting starts.
+		s.verifier = traffic.NewVerifier(traffic.VerifierOptions{MidStream: true})
+	}
+	return s
+}
+
+// printEvent is the event printer: it counts pins and the stop reason for
+// the summary and prints the event, a JSON line on stdout or a text line
+// on stderr.
+func (s *session) printEvent(e cg.Event) {
+	o := s.o
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch e.Kind {
+	case cg.EventPinned:
+		s.sum.PinsHeld++
+	case cg.EventPinLost:
+		if e.Cause != cg.CauseReleasedOnStop {
+			s.sum.PinsLost++
+		}
+	case cg.EventStopped:
+		s.sum.Reason = e.Reason
+	case cg.EventPoison:
+		o.onPoisonEvent(e, &s.sum, s.js, s.cs, s.who)
+		return
+	}
+	if o.F.JSON {
+		_ = s.js.Encode(s.eventLine(e))
+		return
+	}
+	errOut := o.F.IOStreams.ErrOut
+	fmt.Fprintf(errOut, "[%s] %s\n", s.who, s.eventText(e))
+	if e.Kind == cg.EventJoined && e.Reason != "" {
+		fmt.Fprintf(errOut, "[%s] %s\n", s.who, e.Reason)
+	}
+}
+
+// onPartition tells whether e befalls one partition consumer's pin (a
+// partition-layout group), which the lines then name.
+func (s *session) onPartition(e cg.Event) bool {
+	return len(e.Partitions) == 1 && e.Consumer == cg.PartitionConsumerName(s.o.Group, e.Partitions[0])
+}
+
+// eventLine is e in --json.
+func (s *session) eventLine(e cg.Event) EventLine {
+	el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
+	// On a partition-layout group a pin (and what befalls it) is one
+	// partition consumer's: the line names that partition, as the text
+	// line does, so a reader can tell its pins apart.
+	if e.Kind == cg.EventJoined || e.Kind == cg.EventRebalanced || s.onPartition(e) {
+		el.Partitions = e.Partitions
+	}
+	if e.Err != nil {
+		el.Error = hints.Error(e.Err)
+	}
+	return el
+}
+
+// eventText is e's text line, without the member prefix.
+func (s *session) eventText(e cg.Event) string {
+	o, cs := s.o, s.cs
+	// On a partition-layout group pins come and go per partition.
+	onPart := ""
+	if s.onPartition(e) {
+		onPart = fmt.Sprintf(" on partition %d", e.Partitions[0])
+	}
+	switch e.Kind {
+	case cg.EventJoined:
+		switch {
+		case o.Kind.HasWorkStream() && e.Consumer == "":
+			return fmt.Sprintf("joined %s group %s on %s as %s, one consumer per partition (%s-p<k>) on %s", o.Kind, o.Group, o.Stream, s.who, o.Group, o.Kind.WorkStream(o.Stream, o.Group))
+		case o.Kind.HasWorkStream():
+			// An elastic instance learns its partitions as it binds: see rebalanced.
+			return fmt.Sprintf("joined %s group %s on %s as %s via consumer %s on %s", o.Kind, o.Group, o.Stream, s.who, e.Consumer, o.Kind.WorkStream(o.Stream, o.Group))
+		case e.Consumer == "":
+			return fmt.Sprintf("joined %s group %s on %s as %s: partitions %s, one consumer each (%s-p<k>)", o.Kind, o.Group, o.Stream, s.who, render.Ranges(e.Partitions), o.Group)
+		}
+		return fmt.Sprintf("joined %s group %s on %s as %s: partitions %s via consumer %s", o.Kind, o.Group, o.Stream, s.who, render.Ranges(e.Partitions), e.Consumer)
+	case cg.EventRebalanced:
+		return cs.Green("rebalanced") + ": partitions " + render.Ranges(e.Partitions)
+	case cg.EventWaiting:
+		return cs.Yellow("waiting") + ": " + e.Reason
+	case cg.EventPinned:
+		return cs.Green("pinned") + ": this instance is active" + onPart + " (pin " + shortPin(e.PinID) + ")"
+	case cg.EventPinLost:
+		return cs.Yellow("pin lost") + onPart + " (" + shortPin(e.PinID) + "): " + e.Reason
+	case cg.EventWarning:
+		return cs.Yellow("warning") + ": " + e.Reason
+	case cg.EventFenced:
+		return cs.Red("fenced") + ": " + e.Reason
+	case cg.EventStopped:
+		if e.Err != nil {
+			return cs.Red("stopped") + ": " + hints.Error(e.Err)
+		}
+		return "stopped: " + e.Reason
+	}
+	return string(e.Kind) + ": " + e.Reason
+}
+
+// handled is what the message printer needs of one message the handler
+// took: its metadata, when handling began, and the order check's finding.
+type handled struct {
+	m      *cg.Msg
+	md     *jetstream.MsgMetadata
+	mdErr  error
+	start  time.Time
+	key    string
+	keySeq uint64
+	check  traffic.Check
+}
+
+// handleMsg is consume's handler of one message: it spends --sleep, checks
+// the order, runs the worker or the demo failure, double-acks the message
+// and has the message printer print it.
+func (s *session) handleMsg(hctx context.Context, m *cg.Msg) {
+	o := s.o
+	s.mu.Lock()
+	over := o.Count > 0 && s.sum.Handled >= o.Count
+	s.mu.Unlock()
+	if over {
+		// Delivered while stopping after --count (another lane's):
+		// hand it back once the instance has stopped pulling (its
+		// context is cancelled then), or the server would deliver it
+		// straight back to this instance.
+		<-hctx.Done()
+		_ = m.Nak()
+		return
+	}
+	h := handled{m: m, start: time.Now()}
+	if o.Sleep > 0 {
+		// Not cut short by a stop: the message in hand is finished.
+		time.Sleep(o.Sleep)
+	}
+	h.md, h.mdErr = m.Metadata()
+	if s.verifier != nil {
+		var sseq uint64
+		if h.mdErr == nil {
+			sseq = h.md.Sequence.Stream
+		}
+		h.key, h.keySeq, _ = traffic.KeyOf(m.Headers())
+		h.check = s.verifier.Observe(h.key, h.keySeq, sseq, o.Member)
+	}
+	if o.work != nil {
+		if err := o.work.handle(m, h.md, h.mdErr); err != nil {
+			o.workerFailed(m, h.md, h.mdErr, h.start, err, &s.mu, &s.sum, s.js, s.cs, s.who)
+			return
+		}
+	}
+	if o.Poison.fails(m.Subject()) {
+		o.failMsg(m, h.md, h.mdErr, h.start, &s.mu, &s.sum, s.js, s.cs, s.who)
+		return
+	}
+	// Not past the ack wait: by then the server redelivers anyway.
+	actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
+	ackErr := m.DoubleAck(actx)
+	cancel()
+	s.printMsg(h, ackErr)
+}
+
+// printMsg is the message printer: it prints a handled message with its
+// ack outcome, counts it for the summary, and ends the run once --count
+// messages are handled.
+func (s *session) printMsg(h handled, ackErr error) {
+	o, cs, m := s.o, s.cs, h.m
+	now := time.Now()
+	took := now.Sub(h.start)
+	line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
+		Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil, Time: now}
+	if h.mdErr == nil {
+		line.StreamSeq, line.Delivered = h.md.Sequence.Stream, h.md.NumDelivered
+	}
+	if s.verifier != nil {
+		line.Key, line.KeySeq, line.Check = h.key, h.keySeq, string(h.check.Outcome)
+	}
+	if ackErr != nil {
+		line.AckError = ackErr.Error()
+	}
+	// The line is made outside the lock, so concurrent calls encode at
+	// once; only the counts are shared.
+	var text string
+	if !o.F.JSON {
+		outcome := cs.Green("acked")
+		if ackErr != nil {
+			outcome = cs.Red("ack failed: " + ackErr.Error())
+		}
+		redelivered := ""
+		if line.Delivered > 1 {
+			redelivered = cs.Yellow(fmt.Sprintf(" (delivery %d)", line.Delivered))
+		}
+		verdict := ""
+		if s.verifier != nil {
+			verdict = fmt.Sprintf(" key=%s#%d", h.key, h.keySeq)
+			switch h.check.Outcome {
+			case traffic.Duplicate:
+				verdict += " " + cs.Yellow("DUPLICATE")
+			case traffic.OutOfOrder:
+				verdict += " " + cs.Red("OUT OF ORDER")
+			case traffic.Unkeyed:
+				verdict += " " + cs.Yellow("no Cg-Key headers")
+			}
+			if h.check.Gap > 0 {
+				verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", h.check.Gap))
+			}
+		}
+		text = fmt.Sprintf("[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", s.who, line.Partition, line.Subject, line.StreamSeq,
+			shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
+	}
+	s.mu.Lock()
+	s.sum.Handled++
+	if ackErr == nil {
+		s.sum.Acked++
+	} else {
+		s.sum.AckFailed++
+	}
+	done := o.Count > 0 && s.sum.Handled >= o.Count
+	s.mu.Unlock()
+	if o.F.JSON {
+		_ = writeJSONLine(s.out, line)
+	} else {
+		_, _ = io.WriteString(s.out, text)
+	}
+	if done {
+		s.stop()
+	}
+}
+
+// finish prints the summary once the member has stopped and returns the
+// run's error: the member's, or a broken per-key order found by --verify.
+func (s *session) finish(ctx, runCtx context.Context, start time.Time, stopErr error) error {
+	o, errOut := s.o, s.o.F.IOStreams.ErrOut
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := &s.sum
 	sum.Seconds = time.Since(start).Seconds()
 	switch {
 	case stopErr != nil:
@@ -460,22 +523,22 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	case runCtx.Err() != nil:
 		sum.Reason = "count reached"
 	}
-	if verifier != nil {
-		st := verifier.Stats()
+	if s.verifier != nil {
+		st := s.verifier.Stats()
 		sum.Verify = &st
 	}
 	if o.F.JSON {
-		_ = js.Encode(sum)
+		_ = s.js.Encode(*sum)
 	} else {
-		fmt.Fprintf(ios.ErrOut, "[%s] handled %d messages (%d acked, %d ack failed) in %s; pinned %d time(s), lost the pin %d time(s); %s\n",
-			who, sum.Handled, sum.Acked, sum.AckFailed, time.Duration(sum.Seconds*float64(time.Second)).Round(time.Millisecond),
+		fmt.Fprintf(errOut, "[%s] handled %d messages (%d acked, %d ack failed) in %s; pinned %d time(s), lost the pin %d time(s); %s\n",
+			s.who, sum.Handled, sum.Acked, sum.AckFailed, time.Duration(sum.Seconds*float64(time.Second)).Round(time.Millisecond),
 			sum.PinsHeld, sum.PinsLost, sum.Reason)
 		if v := sum.Verify; v != nil {
-			fmt.Fprintf(ios.ErrOut, "[%s] verify: %d keys, %d distinct key/seq, %d duplicates, %d order violations, %d gaps (%d still missing), %d without headers\n",
-				who, v.Keys, v.Processed, v.Duplicates, v.Violations, v.Gaps, v.Missing, v.Unkeyed)
+			fmt.Fprintf(errOut, "[%s] verify: %d keys, %d distinct key/seq, %d duplicates, %d order violations, %d gaps (%d still missing), %d without headers\n",
+				s.who, v.Keys, v.Processed, v.Duplicates, v.Violations, v.Gaps, v.Missing, v.Unkeyed)
 		}
-		if line := poisonSummary(sum); line != "" {
-			fmt.Fprintf(ios.ErrOut, "[%s] %s\n", who, line)
+		if line := poisonSummary(*sum); line != "" {
+			fmt.Fprintf(errOut, "[%s] %s\n", s.who, line)
 		}
 	}
 	if stopErr != nil && !errors.Is(stopErr, context.Canceled) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -32,7 +33,7 @@ func NewCmdDelete(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Long: fmt.Sprintf("Delete %s group and nothing else: its stored configuration and\n%s.\n"+
 			"Running members stop cleanly. It asks for confirmation on a terminal; elsewhere it needs --force.", article(k), owns(k)),
 		Example: fmt.Sprintf("  cg %s delete ORDERS fulfillment\n  cg %s rm ORDERS fulfillment --force", k, k),
-		Args:    Args("stream", "group"),
+		Args:    cmdutil.Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			return deleteRun(cmd.Context(), opts)
@@ -53,7 +54,7 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 	}
 	// Look it up first so an unknown group is an error before any prompt.
 	if _, err := c.Config(ctx, o.Kind, o.Stream, o.Group); err != nil && isErr(err, errGroupNotFound) {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if !o.Force {
 		fmt.Fprintf(ios.ErrOut, "Delete %s group %s on stream %s and %s? [y/N] ", o.Kind, o.Group, o.Stream, shortOwns(o.Kind))
@@ -65,7 +66,7 @@ func deleteRun(ctx context.Context, o *DeleteOptions) error {
 	}
 	res, err := c.Delete(ctx, o.Kind, o.Stream, o.Group)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if o.F.JSON {
 		return render.JSON(ios.Out, deleteView(res))

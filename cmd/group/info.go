@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -32,7 +34,7 @@ func NewCmdInfo(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Use:     "info <stream> <group>",
 		Short:   fmt.Sprintf("Show %s group: who owns which partitions, pins, standbys and backlog", article(k)),
 		Example: fmt.Sprintf("  cg %s info ORDERS fulfillment\n  cg %s info ORDERS fulfillment --json", k, k),
-		Args:    Args("stream", "group"),
+		Args:    cmdutil.Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			return infoRun(cmd.Context(), opts)
@@ -47,7 +49,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	}
 	gi, err := c.Info(ctx, o.Kind, o.Stream, o.Group)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
@@ -93,7 +95,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	}
 	t := render.NewTable(ios.Out, headers...)
 	for _, ms := range gi.Members {
-		row := []string{cs.Member(ms.Member), Ranges(ms.Partitions), status(cs, ms, elastic), pinned(ms, o.Now()),
+		row := []string{cs.Member(ms.Member), render.Ranges(ms.Partitions), status(cs, ms, elastic), pinned(ms, o.Now()),
 			strconv.Itoa(ms.Standbys), strconv.FormatUint(ms.Pending, 10), strconv.Itoa(ms.AckPending)}
 		row = append(row, lagCells(ms.Lag)...)
 		if elastic {
@@ -210,7 +212,7 @@ func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
 	if !cs.Enabled() {
 		var parts []string
 		for _, ms := range gi.Members {
-			parts = append(parts, ms.Member+"="+Ranges(ms.Partitions))
+			parts = append(parts, ms.Member+"="+render.Ranges(ms.Partitions))
 		}
 		return strings.Join(parts, "  ")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
@@ -42,7 +43,7 @@ func NewCmdLs(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   fmt.Sprintf("List the %s groups on a stream", k),
 		Example: fmt.Sprintf("  cg %s ls ORDERS\n  cg %s ls ORDERS --json", k, k),
-		Args:    Args("stream"),
+		Args:    cmdutil.Args("stream"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream = args[0]
 			return lsRun(cmd.Context(), opts)

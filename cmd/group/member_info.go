@@ -10,41 +10,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// MemberInfoOptions are the bound arguments of member-info.
-type MemberInfoOptions struct {
-	F                     *factory.Factory
-	Kind                  cg.Kind
-	Stream, Group, Member string
-}
-
 // NewCmdMemberInfo builds `cg <kind> member-info <stream> <group> <member>`.
 func NewCmdMemberInfo(f *factory.Factory, k cg.Kind) *cobra.Command {
-	opts := &MemberInfoOptions{F: f, Kind: k}
-	return &cobra.Command{
+	return newMemberCmd(f, k, &cobra.Command{
 		Use:     "member-info <stream> <group> <member>",
 		Aliases: []string{"memberinfo", "minfo"},
 		Short:   "Show one member: its partitions, consumer, pin and backlog",
 		Example: fmt.Sprintf("  cg %s member-info ORDERS fulfillment m1", k),
-		Args:    Args("stream", "group", "member"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			return memberInfoRun(cmd.Context(), opts)
-		},
-	}
+	}, memberInfoRun)
 }
 
-func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
+func memberInfoRun(ctx context.Context, o *MemberOptions) error {
 	c, err := o.F.Client()
 	if err != nil {
 		return err
 	}
 	ms, err := c.MemberInfo(ctx, o.Kind, o.Stream, o.Group, o.Member)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	poison := readPoison(ctx, c, o.Kind, o.Stream, o.Group, ios.ErrOut)
@@ -57,7 +45,7 @@ func memberInfoRun(ctx context.Context, o *MemberInfoOptions) error {
 	kv := render.NewKeyValues(ios.Out)
 	kv.Add("Member", cs.Member(ms.Member))
 	kv.Add("Group", o.Group+" on "+o.Stream)
-	kv.Add("Partitions", fmt.Sprintf("%s (%d)", Ranges(ms.Partitions), len(ms.Partitions)))
+	kv.Add("Partitions", fmt.Sprintf("%s (%d)", render.Ranges(ms.Partitions), len(ms.Partitions)))
 	consumer := ms.Consumer
 	if len(ms.PartitionConsumers) > 0 {
 		consumer = fmt.Sprintf("one per partition (%d): %s-p<k>", len(ms.PartitionConsumers), o.Group)

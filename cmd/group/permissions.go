@@ -44,7 +44,7 @@ func NewCmdPermissions(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Example: fmt.Sprintf("  cg %[1]s permissions ORDERS fulfillment --member m1\n"+
 			"  cg %[1]s permissions ORDERS fulfillment --role operator --member m1,m2\n"+
 			"  cg %[1]s permissions ORDERS fulfillment --role viewer --format json", k),
-		Args: Args("stream", "group"),
+		Args: cmdutil.Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			return permissionsRun(cmd, opts)
@@ -79,7 +79,7 @@ func permissionsRun(cmd *cobra.Command, o *PermissionsOptions) error {
 	if o.DeadLetter != "" && role != cg.RoleMember {
 		return cmdutil.UsageErrorf("--dead-letter goes with --role member: members publish dead letters")
 	}
-	layout, err := ParseLayout(o.Layout)
+	layout, err := cmdutil.ParseLayout(o.Layout)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -40,7 +41,7 @@ func NewCmdRelease(f *factory.Factory, k cg.Kind) *cobra.Command {
 			"message is redelivered to it. With nothing parked, release says so and succeeds; a name that is not\n" +
 			"a member of the group is refused.",
 		Example: fmt.Sprintf("  cg %s release ORDERS fulfillment m1\n  cg %s release ORDERS fulfillment m1 --seq 4711 --skip", k, k),
-		Args:    Args("stream", "group", "member"),
+		Args:    cmdutil.Args("stream", "group", "member"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
 			if opts.Retry && opts.Skip {
@@ -82,7 +83,7 @@ func releaseRun(ctx context.Context, o *ReleaseOptions) error {
 		return fmt.Errorf("%w: nothing was ever parked in this group (it is made by 'cg %s create', which an identical re-run repairs)", err, o.Kind)
 	}
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	if o.F.JSON {
 		return render.JSON(ios.Out, releaseView(o, res))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -61,7 +62,7 @@ func NewCmdReset(f *factory.Factory, k cg.Kind) *cobra.Command {
 		Short:   "Move members to a start, an end, a sequence or a time, to handle messages again or skip them",
 		Long:    long,
 		Example: example,
-		Args:    ArgsVariadic("member", "stream", "group"),
+		Args:    cmdutil.ArgsVariadic("member", "stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group, opts.Members = args[0], args[1], args[2:]
 			t, err := resetTarget(cmd, opts, time.Now())
@@ -208,7 +209,7 @@ func wrapReset(err error, k cg.Kind, stream, group string) error {
 	if isErr(err, cg.ErrResetTarget) {
 		return cmdutil.NewUsageError(err)
 	}
-	return wrap(err, k, stream, group)
+	return hints.Wrap(err, k, stream, group)
 }
 
 func memberWords(p cg.ResetPlan) string {

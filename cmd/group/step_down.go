@@ -8,41 +8,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// StepDownOptions are the bound arguments of step-down.
-type StepDownOptions struct {
-	F                     *factory.Factory
-	Kind                  cg.Kind
-	Stream, Group, Member string
-}
-
 // NewCmdStepDown builds `cg <kind> step-down <stream> <group> <member>`.
 func NewCmdStepDown(f *factory.Factory, k cg.Kind) *cobra.Command {
-	opts := &StepDownOptions{F: f, Kind: k}
-	return &cobra.Command{
+	return newMemberCmd(f, k, &cobra.Command{
 		Use:     "step-down <stream> <group> <member>",
 		Aliases: []string{"stepdown", "sd"},
 		Short:   "Unpin a member's active instance so the server pins a standby",
 		Example: fmt.Sprintf("  cg %s step-down ORDERS fulfillment m1", k),
-		Args:    Args("stream", "group", "member"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.Stream, opts.Group, opts.Member = args[0], args[1], args[2]
-			return stepDownRun(cmd.Context(), opts)
-		},
-	}
+	}, stepDownRun)
 }
 
-func stepDownRun(ctx context.Context, o *StepDownOptions) error {
+func stepDownRun(ctx context.Context, o *MemberOptions) error {
 	c, err := o.F.Client()
 	if err != nil {
 		return err
 	}
 	res, err := c.StepDown(ctx, o.Kind, o.Stream, o.Group, o.Member)
 	if err != nil {
-		return wrap(err, o.Kind, o.Stream, o.Group)
+		return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {

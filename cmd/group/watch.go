@@ -43,7 +43,7 @@ func NewCmdWatch(f *factory.Factory, k cg.Kind) *cobra.Command {
 			"On a terminal the view is redrawn in place; otherwise, or with --json, one snapshot is printed\n" +
 			"per interval (a text block, or one JSON document per line). Ctrl-C stops it.",
 		Example: fmt.Sprintf("  cg %s watch ORDERS fulfillment\n  cg %s top ORDERS fulfillment --interval 5s\n  cg %s watch ORDERS fulfillment --json --count 10", k, k, k),
-		Args:    Args("stream", "group"),
+		Args:    cmdutil.Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			if opts.Interval <= 0 {
@@ -98,7 +98,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 				return nil // interrupted: a clean stop
 			}
 			if n == 0 || isErr(err, cg.ErrGroupNotFound) || isErr(err, cg.ErrStreamNotFound) {
-				return wrap(err, o.Kind, o.Stream, o.Group)
+				return hints.Wrap(err, o.Kind, o.Stream, o.Group)
 			}
 			// A blip (a timeout, a leader election) should not end a live view.
 			fmt.Fprintf(ios.ErrOut, "warning: sample failed: %s\n", hints.Error(err))
@@ -172,7 +172,7 @@ func renderSnapshot(w io.Writer, cs *render.ColorScheme, s cg.Snapshot, every ti
 			rate = fmt.Sprintf("%.1f", *m.AckRate)
 		}
 		t.AddRow(cs.Member(m.Member), statusWord(cs, m.Status), strconv.Itoa(m.Instances), pin, strconv.Itoa(m.Standbys),
-			Ranges(m.Partitions), pending, oldest, rate)
+			render.Ranges(m.Partitions), pending, oldest, rate)
 	}
 	if len(s.Members) == 0 {
 		t.AddRow(cs.Yellow("(no members)"))

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/partition"
@@ -229,7 +229,7 @@ func readGroup(ctx context.Context, o *Options) ([]cg.PartitioningFilter, partit
 	if o.Elastic {
 		cfg, err := c.ElasticConfig(ctx, o.Stream, o.Group)
 		if err != nil {
-			return nil, partition.Assignment{}, group.Wrap(err, kind(o), o.Stream, o.Group)
+			return nil, partition.Assignment{}, hints.Wrap(err, kind(o), o.Stream, o.Group)
 		}
 		return cfg.PartitioningFilters, cfg.Assignment(), nil
 	}
@@ -238,7 +238,7 @@ func readGroup(ctx context.Context, o *Options) ([]cg.PartitioningFilter, partit
 		if errors.Is(err, cg.ErrGroupNotFound) {
 			err = fmt.Errorf("%w (for an elastic group add --elastic)", err)
 		}
-		return nil, partition.Assignment{}, group.Wrap(err, kind(o), o.Stream, o.Group)
+		return nil, partition.Assignment{}, hints.Wrap(err, kind(o), o.Stream, o.Group)
 	}
 	pf, n, err := c.StaticPartitioning(ctx, o.Stream)
 	if err != nil {

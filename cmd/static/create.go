@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/cmd/group"
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
 	"github.com/cg-dev/cg/internal/render"
@@ -65,7 +64,7 @@ func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 	var layout string
 	cmd.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) < 4 {
-			return group.Args("stream", "group", "max-members", last)(cmd, args)
+			return cmdutil.Args("stream", "group", "max-members", last)(cmd, args)
 		}
 		return nil
 	}
@@ -84,7 +83,7 @@ func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 			return err
 		}
 		opts.Stream, opts.Group = args[0], args[1]
-		l, err := group.ParseLayout(layout)
+		l, err := cmdutil.ParseLayout(layout)
 		if err != nil {
 			return err
 		}
@@ -98,7 +97,7 @@ func newCmdCreate(f *factory.Factory, cmd *cobra.Command, last string,
 		return createRun(cmd.Context(), opts)
 	}
 	bindFilters(cmd, &filters)
-	group.BindLayout(cmd, &layout)
+	cmdutil.BindLayout(cmd, &layout)
 	return cmd
 }
 
@@ -214,7 +213,7 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 	fmt.Fprintf(ios.ErrOut, "static group %s on %s %s %d partitions (stream transform %s%s)\n", o.Group, o.Stream, verb, res.Config.MaxMembers, res.Transform.Destination, layout)
 	var parts []string
 	for _, m := range res.Config.MemberNames() {
-		parts = append(parts, cs.Member(m)+"="+group.Ranges(out.Ownership[m]))
+		parts = append(parts, cs.Member(m)+"="+render.Ranges(out.Ownership[m]))
 	}
 	fmt.Fprintf(ios.Out, "%s\n", strings.Join(parts, "  "))
 	fmt.Fprintf(ios.ErrOut, "start members with: cg static consume %s %s <member>\n", o.Stream, o.Group)

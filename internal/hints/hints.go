@@ -106,3 +106,18 @@ func errorFix(r cg.Remedy) (string, bool) {
 	}
 	return "", false
 }
+
+// Wrap words an engine error about a group for people, as the group verbs
+// do: what went wrong and which command shows more.
+func Wrap(err error, k cg.Kind, stream, group string) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, cg.ErrGroupNotFound):
+		return fmt.Errorf("%w; list groups with 'cg %s ls %s'", err, k, stream)
+	case errors.Is(err, cg.ErrMemberNotFound):
+		return fmt.Errorf("%w; see 'cg %s info %s %s'", err, k, stream, group)
+	}
+	return err
+}

@@ -1,9 +1,8 @@
-package group
+package cmdutil
 
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -16,7 +15,7 @@ func BindLayout(cmd *cobra.Command, p *string) {
 func ParseLayout(s string) (cg.Layout, error) {
 	l, err := cg.ParseLayout(s)
 	if err != nil {
-		return "", cmdutil.UsageErrorf("--layout %q is not a layout: use member (the default) or partition", s)
+		return "", UsageErrorf("--layout %q is not a layout: use member (the default) or partition", s)
 	}
 	return l, nil
 }

@@ -1,0 +1,92 @@
+package cmdutil
+
+import (
+	"strings"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cg-dev/cg/pkg/cg"
+)
+
+// Args checks the positional arguments and names them in a usage error.
+func Args(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return checkNames(cmd, names, args)
+		}
+		want := "<" + strings.Join(names, "> <") + ">"
+		if len(args) < len(names) {
+			return UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
+		}
+		return UsageErrorf("too many arguments (%d): %s takes %s", len(args), cmd.CommandPath(), want)
+	}
+}
+
+// ArgsVariadic checks positional arguments of the form <names...> <rest>...:
+// at least len(names), the first ones named and checked as Args does, the
+// extra ones checked as rest. Put rest among names too when one is required.
+func ArgsVariadic(rest string, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		want := "<" + strings.Join(names, "> <") + ">"
+		if len(names) == 0 || names[len(names)-1] != rest {
+			want += " [" + rest + "...]"
+		} else {
+			want += "..."
+		}
+		if len(args) < len(names) {
+			return UsageErrorf("missing %s: %s takes %s", "<"+names[len(args)]+">", cmd.CommandPath(), want)
+		}
+		if err := checkNames(cmd, names, args[:len(names)]); err != nil {
+			return err
+		}
+		extra := args[len(names):]
+		kinds := make([]string, len(extra))
+		for i := range kinds {
+			kinds[i] = rest
+		}
+		return checkNames(cmd, kinds, extra)
+	}
+}
+
+// checkNames validates stream, group and member names before any dial.
+func checkNames(cmd *cobra.Command, names, args []string) error {
+	// Verbs that only look at a member may name one cg would not create.
+	lenient := cmd.Name() == "member-info" || cmd.Name() == "step-down"
+	for i, n := range names {
+		switch n {
+		case "group":
+			// Verbs on stored groups take the names the reference stores
+			// (with '.'); create checks strictly itself.
+			if err := cg.ValidateStoredGroupName(args[i]); err != nil {
+				return NewUsageError(err)
+			}
+		case "stream", "member":
+			if err := cg.ValidateName(n, args[i]); err != nil {
+				if n == "member" && lenient && storableMember(args[i]) {
+					// A reference-made group may list such a member
+					// (">" say): it can be shown and stepped down; consume
+					// refuses it here, saying why it cannot run.
+					continue
+				}
+				return NewUsageError(err)
+			}
+		}
+	}
+	return nil
+}
+
+// storableMember reports whether a member name that cg would not create
+// may still be stored by another implementation and is worth looking up:
+// anything printable and without white space.
+func storableMember(name string) bool {
+	if name == "" || len(name) > 255 {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
