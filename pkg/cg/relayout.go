@@ -337,6 +337,11 @@ func (c *Client) relayoutOld(ctx context.Context, w *relayoutWork, l Layout, lef
 		}
 		w.plan.Old = append(w.plan.Old, o)
 	}
+	if k == KindElastic && l == LayoutMember {
+		if err := c.staleMemberConsumers(ctx, w); err != nil {
+			return err
+		}
+	}
 	if k == KindStatic && !leftovers {
 		// Every old position goes, also of a member whose consumer is
 		// there (it saves one while it runs).
@@ -346,6 +351,44 @@ func (c *Client) relayoutOld(ctx context.Context, w *relayoutWork, l Layout, lef
 		}
 	}
 	return c.refuseRunning(w, nil)
+}
+
+// staleMemberConsumers adds to the old consumers of an elastic group the
+// member consumers on its work stream of members it no longer has (they go
+// by inactivity, but until then the work stream would refuse a partition
+// consumer over the same partitions).
+func (c *Client) staleMemberConsumers(ctx context.Context, w *relayoutWork) error {
+	s, err := c.js.Stream(ctx, w.cstream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", w.cstream, err)
+	}
+	have := map[string]bool{}
+	for _, o := range w.plan.Old {
+		have[o.Consumer] = true
+	}
+	n := w.cfg.PartitionCount()
+	lister := s.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		if have[ci.Name] || ci.Config.Metadata[MarkLayout] == string(LayoutPartition) || !groupConsumer(ci.Config, w.plan.Stream, w.plan.Group, n) {
+			continue
+		}
+		o := RelayoutOld{Consumer: ci.Name, Member: ci.Config.Metadata[MarkMember], Partitions: []int{}, Exists: true, ci: ci,
+			AckFloor: ci.AckFloor.Stream, Delivered: ci.Delivered.Stream, AckPending: ci.NumAckPending}
+		if o.Member == "" {
+			o.Member = ci.Name
+		}
+		for _, f := range consumerFilters(ci.Config) {
+			tok, _, _ := strings.Cut(f, ".")
+			if p, err := strconv.Atoi(tok); err == nil {
+				o.Partitions = append(o.Partitions, p)
+			}
+		}
+		w.plan.Old = append(w.plan.Old, o)
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("list consumers of %s: %w", w.cstream, err)
+	}
+	return nil
 }
 
 // relayoutOwned says whether an old-layout consumer is the group's.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -399,4 +400,61 @@ func TestRelayoutCrashThenRerunFinishes(t *testing.T) {
 			r.finish(crashed, done)
 		})
 	}
+}
+
+var floors = regexp.MustCompile(`floor=\d+ `)
+
+// An elastic group: refused while an instance runs, changing nothing; a
+// member dropped while its consumer is still on the work stream has that
+// consumer removed too (the work stream would refuse a partition consumer
+// beside it); nothing is lost.
+func TestRelayoutElasticRunningAndDropped(t *testing.T) {
+	r := newRelayoutRig(t, cg.KindElastic)
+	ctx := ctxT(t)
+	r.publish(200)
+	r.consume(60)
+	m, err := r.fresh().Join(ctx, cg.KindElastic, "ORDERS", "g", "m1", r.l.handler("m1"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, "m1 pulling", func() bool {
+		ms, err := r.c.MemberInfo(ctx, cg.KindElastic, "ORDERS", "g", "m1")
+		return err == nil && ms.Active
+	})
+	m.Stop() // what it handled counts; the refusal is tried on a fresh instance below
+	m, err = r.fresh().Join(ctx, cg.KindElastic, "ORDERS", "g", "m1", r.l.handler("m1"), cg.JoinOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, "m1 pulling again", func() bool {
+		ms, err := r.c.MemberInfo(ctx, cg.KindElastic, "ORDERS", "g", "m1")
+		return err == nil && ms.Active
+	})
+	// m1 goes on handling: its consumer's floor moves, the rest must not.
+	shape := func() string { return floors.ReplaceAllString(relayoutState(t, r.js, cg.KindElastic), "") }
+	before := shape()
+	if _, err := r.c.Relayout(ctx, cg.KindElastic, "ORDERS", "g", cg.LayoutPartition); !errors.Is(err, cg.ErrGroupRunning) || !strings.Contains(err.Error(), "member(s) m1") {
+		t.Fatalf("relayout while m1 runs: %v", err)
+	}
+	after := shape()
+	m.Stop()
+	if after != before {
+		t.Fatalf("a refused relayout changed the server:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	if _, err := r.c.DropMembers(ctx, "ORDERS", "g", []string{"m2"}); err != nil {
+		t.Fatal(err)
+	}
+	ws := cg.WorkStreamName("ORDERS", "g")
+	if !slices.Contains(relayoutConsumers(t, r.js, ws), "m2") {
+		t.Fatalf("m2's consumer gone before the relayout: %v", relayoutConsumers(t, r.js, ws))
+	}
+	p := r.relayout(cg.LayoutPartition)
+	found := false
+	for _, o := range p.Old {
+		found = found || o.Consumer == "m2"
+	}
+	if !found {
+		t.Fatalf("the dropped member's consumer is not in the plan: %+v", p.Old)
+	}
+	r.finish(p)
 }
