@@ -329,8 +329,12 @@ func (c *Client) relayoutOld(ctx context.Context, w *relayoutWork, l Layout, lef
 		} else if k == KindStatic {
 			if pos, ok := c.savedPosition(ctx, stream, group, o.posName); ok {
 				o.AckFloor, o.Delivered = pos.AckFloor, pos.AckFloor
-				w.oldPos = append(w.oldPos, o.posName)
 			}
+		}
+		if k == KindStatic {
+			// Every old position goes (a running member saves one beside
+			// its consumer).
+			w.oldPos = append(w.oldPos, o.posName)
 		}
 		if leftovers && !o.Exists {
 			continue
@@ -340,14 +344,6 @@ func (c *Client) relayoutOld(ctx context.Context, w *relayoutWork, l Layout, lef
 	if k == KindElastic && l == LayoutMember {
 		if err := c.staleMemberConsumers(ctx, w); err != nil {
 			return err
-		}
-	}
-	if k == KindStatic && !leftovers {
-		// Every old position goes, also of a member whose consumer is
-		// there (it saves one while it runs).
-		w.oldPos = nil
-		for _, o := range w.plan.Old {
-			w.oldPos = append(w.oldPos, o.posName)
 		}
 	}
 	return c.refuseRunning(w, nil)
@@ -763,6 +759,11 @@ func (c *Client) relayout(ctx context.Context, w *relayoutWork) (err error) {
 		if err := step("old-config"); err != nil {
 			return fail(err)
 		}
+		// An instance started since the plan would read on from the old
+		// consumers: look again before they are given up.
+		if err := c.stillStopped(ctx, w); err != nil {
+			return fail(err)
+		}
 		if err := w.from.kv.Delete(ctx, key, jetstream.LastRevision(w.from.entry.Revision())); err != nil {
 			return fail(fmt.Errorf("remove group %s from %s (changed since the plan?): %w", key, w.from.bucket, err))
 		}
@@ -802,6 +803,22 @@ func (c *Client) relayout(ctx context.Context, w *relayoutWork) (err error) {
 		return fmt.Errorf("%w; the group is on the %s layout, run the same relayout again to remove what is left of the %s layout", err, w.plan.To, otherLayout(w.plan.To))
 	}
 	return nil
+}
+
+// stillStopped refuses, as the plan did, an instance that started on the
+// old consumers since.
+func (c *Client) stillStopped(ctx context.Context, w *relayoutWork) error {
+	now := *w
+	now.plan.Old = nil
+	for _, o := range w.plan.Old {
+		ci, err := c.consumerInfo(ctx, w.cstream, o.Consumer)
+		if err != nil {
+			return err
+		}
+		o.ci = ci
+		now.plan.Old = append(now.plan.Old, o)
+	}
+	return c.refuseRunning(&now, nil)
 }
 
 // relayoutValue is the configuration stored for layout l.
