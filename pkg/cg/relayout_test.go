@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -457,4 +458,91 @@ func TestRelayoutElasticRunningAndDropped(t *testing.T) {
 		t.Fatalf("the dropped member's consumer is not in the plan: %+v", p.Old)
 	}
 	r.finish(p)
+}
+
+// A message parked on the member layout stays parked across a move to the
+// partition layout: the poison report still lists it, its key's later
+// messages still wait behind it, and a release through the member lets it
+// and them be handled, in order.
+func TestRelayoutKeepsParkedMessages(t *testing.T) {
+	s, c, js := setup(t)
+	ctx := ctxT(t)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger()
+	h := l.handler("m1")
+	failing := "orders.k03/2"
+	var mu sync.Mutex
+	join := func() *cg.Member {
+		cl, _ := cg.NewFromConn(natstest.Connect(t, s), "")
+		m, err := cl.JoinStatic(ctx, "ORDERS", "g", "m1", func(ctx context.Context, msg *cg.Msg) {
+			mu.Lock()
+			bad := msg.Subject()+"/"+msg.Headers().Get("Seq") == failing
+			mu.Unlock()
+			if bad {
+				_ = msg.Nak()
+				return
+			}
+			h(ctx, msg)
+		}, cg.JoinOptions{Concurrency: 4, Retry: &cg.RetryPolicy{MaxDeliver: 2, OnPoison: cg.PoisonPark}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
+	}
+	m := join()
+	pub := startPublisher(t, js, 10, 100, 0)
+	<-pub.done
+	// Concurrency: one consumer serves every partition, and a parked
+	// message holds its slot; lanes keep only its key behind it.
+	natstest.Eventually(t, 30*time.Second, "all but k03's 9 from seq 2 handled", func() bool { return l.distinct() == pub.n-9 })
+	m.Stop()
+	parked := func() int {
+		rep, err := c.Poison(ctx, cg.KindStatic, "ORDERS", "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mp := range rep.Members {
+			n += len(mp.Parked)
+		}
+		return n
+	}
+	if parked() != 1 {
+		t.Fatalf("parked before the move: %d, want 1", parked())
+	}
+	natstest.Eventually(t, 20*time.Second, "m1's pulls expired", func() bool {
+		_, err := c.RelayoutPlan(ctx, cg.KindStatic, "ORDERS", "g", cg.LayoutPartition)
+		return err == nil
+	})
+	if _, err := c.Relayout(ctx, cg.KindStatic, "ORDERS", "g", cg.LayoutPartition); err != nil {
+		t.Fatal(err)
+	}
+	if parked() != 1 {
+		t.Fatalf("parked after the move: %d, want 1", parked())
+	}
+	join()
+	// Held behind the parked one still: nothing of k03 from seq 2 on.
+	p, _ := cg.PartitionOfSubject("orders.k03", "orders.*", 10, []int{1})
+	natstest.Eventually(t, 10*time.Second, "the parked message held again on its partition's consumer", func() bool {
+		cons, err := js.Consumer(ctx, "ORDERS", cg.PartitionConsumerName("g", p))
+		return err == nil && cons.CachedInfo().NumAckPending >= 1
+	})
+	if n := l.distinct(); n != pub.n-9 {
+		t.Fatalf("%d handled after the move, want %d (k03 held behind its parked message)", n, pub.n-9)
+	}
+	mu.Lock()
+	failing = ""
+	mu.Unlock()
+	if _, err := c.Release(ctx, cg.KindStatic, "ORDERS", "g", "m1", cg.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "every message handled after the release", func() bool { return l.distinct() == pub.n })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.bad) > 0 {
+		t.Fatalf("order violations %v", l.bad)
+	}
 }
