@@ -255,24 +255,24 @@ func (c *Client) layoutEntry(ctx context.Context, k Kind, stream, group string, 
 // different configurations: that is no relayout left part-way, and which
 // one is meant cannot be told.
 func sameShape(k Kind, cfg GroupConfig, e jetstream.KeyValueEntry) error {
-	var a, b []byte
-	switch c := cfg.(type) {
-	case StaticConfig:
-		o, err := decodeStatic(e.Key(), e.Value())
-		if err != nil {
-			return err
-		}
-		c.Layout, o.Layout = "", ""
-		a, _ = json.Marshal(c)
-		b, _ = json.Marshal(o)
-	case ElasticConfig:
-		o, err := decodeElastic(e.Key(), e.Value())
-		if err != nil {
-			return err
-		}
-		c.Layout, o.Layout = "", ""
-		a, _ = json.Marshal(c)
-		b, _ = json.Marshal(o)
+	var o GroupConfig
+	var err error
+	if k == KindStatic {
+		o, err = decodeStatic(e.Key(), e.Value())
+	} else {
+		o, err = decodeElastic(e.Key(), e.Value())
+	}
+	if err != nil {
+		return err
+	}
+	// Both as the member layout stores them: alike but for the layout.
+	a, err := relayoutValue(cfg, LayoutMember)
+	if err != nil {
+		return err
+	}
+	b, err := relayoutValue(o, LayoutMember)
+	if err != nil {
+		return err
 	}
 	if string(a) == string(b) {
 		return nil

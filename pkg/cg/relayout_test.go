@@ -334,6 +334,22 @@ func TestRelayoutRefusalsChangeNothing(t *testing.T) {
 		}
 	}
 
+	// Stored under both layouts with different configurations: no
+	// relayout left part-way, and which is meant cannot be told.
+	pkv, err := r.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: cg.StaticPartitionBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pkv.Put(ctx, "ORDERS.g", []byte(`{"max_members":10,"members":["m1"],"layout":"partition"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before = relayoutState(t, r.js, cg.KindStatic)
+	refused("two different stored configurations", cg.ErrInvalidConfig, cg.LayoutPartition)
+	refused("two different stored configurations", cg.ErrInvalidConfig, cg.LayoutMember)
+	if err := pkv.Purge(ctx, "ORDERS.g"); err != nil {
+		t.Fatal(err)
+	}
+
 	// A stored value cg cannot read.
 	kv, err := r.js.KeyValue(ctx, cg.StaticBucket)
 	if err != nil {
