@@ -74,3 +74,24 @@ func TestRelayoutCLI(t *testing.T) {
 		t.Fatalf("moved back with messages to handle again: %+v", got)
 	}
 }
+
+// An elastic group moves too: the plan names no start (its place is the
+// work stream), the move removes nothing the members had not made, and
+// info shows the new layout.
+func TestRelayoutCLIElastic(t *testing.T) {
+	e := newEnv(t, 4)
+	e.plainStream("PLAIN", "plain.*")
+	e.mustRun("elastic", "create", "PLAIN", "e", "4", "--filter", "plain.*:1")
+	e.mustRun("elastic", "add", "PLAIN", "e", "m1")
+	r := e.mustRun("elastic", "relayout", "PLAIN", "e", "--to", "partition", "--dry-run")
+	if !strings.Contains(r.Out, "work stream") || !strings.Contains(r.Out, "by the member") || !strings.Contains(r.Err, "dry run: nothing changed") {
+		t.Fatalf("elastic plan:\n%s", r)
+	}
+	r = e.mustRun("elastic", "relayout", "PLAIN", "e", "--to", "partition", "--force")
+	if !strings.Contains(r.Err, "moved elastic group e on PLAIN to the partition layout: 4 new consumer(s)") {
+		t.Fatalf("elastic relayout:\n%s", r)
+	}
+	if r := e.mustRun("elastic", "info", "PLAIN", "e", "--json"); !strings.Contains(r.Out, `"layout": "partition"`) {
+		t.Fatalf("info after the move: %s", r.Out)
+	}
+}
