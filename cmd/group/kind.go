@@ -41,6 +41,7 @@ func AddCommands(parent *cobra.Command, f *factory.Factory, k cg.Kind) {
 		NewCmdConsume(f, k),
 		NewCmdWatch(f, k),
 		NewCmdReset(f, k),
+		NewCmdRelayout(f, k),
 		NewCmdPermissions(f, k),
 	)
 }

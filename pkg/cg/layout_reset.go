@@ -2,7 +2,6 @@ package cg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -26,34 +25,12 @@ func (c *Client) layoutResetPlan(ctx context.Context, plan ResetPlan, cfg Static
 				if owned, why := PartitionConsumerOwned(ci.Config, KindStatic, stream, group, p); !owned {
 					return plan, nil, notOwned("consumer", name, fmt.Sprintf("partition %d of static group %q", p, group), why, "")
 				}
-				mp.ConsumerExists, mp.From = true, ci.AckFloor.Stream+1
-				mp.Running, mp.AckPending = ci.NumWaiting > 0 || pinned(ci), ci.NumAckPending
-				if err := resetAllowed(ci, plan.Seq); err != nil {
-					if !errors.Is(err, errBelowStart) {
-						return plan, nil, err
-					}
-					if mp.Running {
-						return plan, nil, described{fmt.Sprintf("consumer %s was made to start at stream sequence %d (made again after inactivity, from partition %d's saved position) and the server cannot reset it below that; with no instance running it is remade at the target instead: stop member %q's instances and reset again, or choose a target at or after %d", name, ci.Config.OptStartSeq, p, m, ci.Config.OptStartSeq), ErrResetUnsupported}
-					}
-					mp.Recreate = true
-				}
-			} else if pos, ok := c.savedPosition(ctx, stream, group, partitionPositionName(p)); ok {
-				mp.From = pos.AckFloor + 1
-			} else {
-				mp.From = max(plan.FirstSeq, 1)
 			}
-			lo, hi := min(mp.From, mp.To), max(mp.From, mp.To)
-			n, err := c.countBetween(ctx, stream, filters, lo, hi, plan.LastSeq)
+			rm, err := c.planEntry(ctx, &plan, mp, ci, filters, partitionPositionName(p), fmt.Sprintf("partition %d's", p), fmt.Sprintf("member %q's instances", m))
 			if err != nil {
 				return plan, nil, err
 			}
-			if mp.To < mp.From {
-				mp.Again = n
-			} else {
-				mp.Skipped = n
-			}
-			plan.Members = append(plan.Members, mp)
-			rms = append(rms, resetMember{ci: ci, filters: filters})
+			rms = append(rms, rm)
 		}
 	}
 	return plan, rms, nil

@@ -226,36 +226,52 @@ func (c *Client) resetPlan(ctx context.Context, k Kind, stream, group string, me
 				return plan, nil, notOwned("consumer", name, fmt.Sprintf("member %q of static group %q", m, group), why, "")
 			}
 			filters = consumerFilters(ci.Config)
-			mp.ConsumerExists, mp.From = true, ci.AckFloor.Stream+1
-			mp.Running, mp.AckPending = ci.NumWaiting > 0 || pinned(ci), ci.NumAckPending
-			if err := resetAllowed(ci, plan.Seq); err != nil {
-				if !errors.Is(err, errBelowStart) {
-					return plan, nil, err
-				}
-				if mp.Running {
-					return plan, nil, described{fmt.Sprintf("consumer %s was made to start at stream sequence %d (made again after inactivity, from member %q's saved position) and the server cannot reset it below that; with no instance running it is remade at the target instead: stop the member's instances and reset again, or choose a target at or after %d", name, ci.Config.OptStartSeq, m, ci.Config.OptStartSeq), ErrResetUnsupported}
-				}
-				mp.Recreate = true
-			}
-		} else if pos, ok := c.savedPosition(ctx, stream, group, m); ok {
-			mp.From = pos.AckFloor + 1
-		} else {
-			mp.From = max(plan.FirstSeq, 1)
 		}
-		lo, hi := min(mp.From, mp.To), max(mp.From, mp.To)
-		n, err := c.countBetween(ctx, stream, filters, lo, hi, plan.LastSeq)
+		rm, err := c.planEntry(ctx, &plan, mp, ci, filters, m, fmt.Sprintf("member %q's", m), "the member's instances")
 		if err != nil {
 			return plan, nil, err
 		}
-		if mp.To < mp.From {
-			mp.Again = n
-		} else {
-			mp.Skipped = n
-		}
-		plan.Members = append(plan.Members, mp)
-		rms = append(rms, resetMember{ci: ci, filters: filters})
+		rms = append(rms, rm)
 	}
 	return plan, rms, nil
+}
+
+// planEntry completes the plan entry mp of one consumer (ci, nil when it
+// does not exist, reading filters) and appends it to plan: where it
+// stands (its ack floor, else the position saved under posName, else the
+// stream's start), whether the server can move it to the target, and how
+// many messages moving it handles again or skips. whose and stop word the
+// refusal of a consumer that must be remade while an instance runs.
+func (c *Client) planEntry(ctx context.Context, plan *ResetPlan, mp ResetMemberPlan, ci *jetstream.ConsumerInfo, filters []string, posName, whose, stop string) (resetMember, error) {
+	if ci != nil {
+		mp.ConsumerExists, mp.From = true, ci.AckFloor.Stream+1
+		mp.Running, mp.AckPending = ci.NumWaiting > 0 || pinned(ci), ci.NumAckPending
+		if err := resetAllowed(ci, plan.Seq); err != nil {
+			if !errors.Is(err, errBelowStart) {
+				return resetMember{}, err
+			}
+			if mp.Running {
+				return resetMember{}, described{fmt.Sprintf("consumer %s was made to start at stream sequence %d (made again after inactivity, from %s saved position) and the server cannot reset it below that; with no instance running it is remade at the target instead: stop %s and reset again, or choose a target at or after %d", mp.Consumer, ci.Config.OptStartSeq, whose, stop, ci.Config.OptStartSeq), ErrResetUnsupported}
+			}
+			mp.Recreate = true
+		}
+	} else if pos, ok := c.savedPosition(ctx, plan.Stream, plan.Group, posName); ok {
+		mp.From = pos.AckFloor + 1
+	} else {
+		mp.From = max(plan.FirstSeq, 1)
+	}
+	lo, hi := min(mp.From, mp.To), max(mp.From, mp.To)
+	n, err := c.countBetween(ctx, plan.Stream, filters, lo, hi, plan.LastSeq)
+	if err != nil {
+		return resetMember{}, err
+	}
+	if mp.To < mp.From {
+		mp.Again = n
+	} else {
+		mp.Skipped = n
+	}
+	plan.Members = append(plan.Members, mp)
+	return resetMember{ci: ci, filters: filters}, nil
 }
 
 // resetAllowed refuses, before anything changes, a reset the server would

@@ -78,3 +78,52 @@ func TestReferenceRefusesPartitionLayoutGroups(t *testing.T) {
 		t.Fatalf("the reference made a member consumer on the work stream: %v", names)
 	}
 }
+
+// A group the reference made and consumed, moved by cg to the partition
+// layout: cg's members go on from where the reference's stopped (nothing
+// lost, per-key order kept, at most the plan's count handled twice), and a
+// reference member pointed at it afterwards fails at its start.
+func TestReferenceGroupRelayoutToPartition(t *testing.T) {
+	e := newEnv(t)
+	e.staticStream(4)
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := pcgroups.CreateStatic(ctx, e.js, streamName, groupName, 4, nil, []string{"m1", "m2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, e.js, keysCovering(4, 16, nil))
+	p.publish(200)
+	r := newRecorder()
+	a, b := refStatic(t, e.js, "m1", "ref-m1", r), refStatic(t, e.js, "m2", "ref-m2", r)
+	eventually(t, 20*time.Second, "the reference handled some", func() bool { return r.unique() >= 60 })
+	a.stop()
+	b.stop()
+	c := cg.New(e.js)
+	eventually(t, 30*time.Second, "the reference's instances gone from the consumers", func() bool {
+		_, err := c.RelayoutPlan(ctx, cg.KindStatic, streamName, groupName, cg.LayoutPartition)
+		return err == nil
+	})
+	plan, err := c.Relayout(ctx, cg.KindStatic, streamName, groupName, cg.LayoutPartition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := e.consumerNames(streamName); slices.Contains(names, "g-m1") || slices.Contains(names, "g-m2") || !slices.Contains(names, "g-p0") {
+		t.Fatalf("consumers after the move: %v", names)
+	}
+	if cc, err := pcgroups.StaticConsume(ctx, e.conn(), streamName, groupName, "m1", r.ref("m1", "ref-late"), refConsumerConfig()); err == nil {
+		cc.Stop()
+		t.Fatal("the reference joined the group after its move to the partition layout")
+	}
+	for _, m := range []string{"m1", "m2"} {
+		mem, err := c.JoinStatic(ctx, streamName, groupName, m, r.cg(m, "cg-"+m), cg.JoinOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mem.Stop)
+	}
+	r.waitHandled(t, p, 30*time.Second)
+	var again uint64
+	for _, n := range plan.New {
+		again += n.Again
+	}
+	r.check(t, p, int(again))
+}
