@@ -13,6 +13,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/cmdutil"
 	"github.com/cg-dev/cg/internal/factory"
+	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
@@ -48,7 +49,7 @@ func NewCmdRelayout(f *factory.Factory, k cg.Kind) *cobra.Command {
 			"part-way, running it again finishes the move. See docs/layouts.md, \"Moving a group\".",
 		Example: fmt.Sprintf("  cg %s relayout ORDERS fulfillment --to partition --dry-run\n"+
 			"  cg %s relayout ORDERS fulfillment --to member --force", k, k),
-		Args: Args("stream", "group"),
+		Args: cmdutil.Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
 			if !cmd.Flags().Changed("to") {
@@ -143,7 +144,7 @@ func wrapRelayout(err error, k cg.Kind, stream, group string) error {
 	if isErr(err, cg.ErrGroupRunning) {
 		return fmt.Errorf("%w; 'cg %s info %s %s' shows which members run", err, k, stream, group)
 	}
-	return wrap(err, k, stream, group)
+	return hints.Wrap(err, k, stream, group)
 }
 
 func printRelayoutPlan(w io.Writer, p cg.RelayoutPlan) {
@@ -170,7 +171,7 @@ func printRelayoutPlan(w io.Writer, p cg.RelayoutPlan) {
 			case n.Replace:
 				made = "now (replaces a leftover)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", n.Consumer, n.Member, Ranges(n.Partitions), start, n.Again, made)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", n.Consumer, n.Member, render.Ranges(n.Partitions), start, n.Again, made)
 		}
 	}
 	if len(p.Old) > 0 {
@@ -180,7 +181,7 @@ func printRelayoutPlan(w io.Writer, p cg.RelayoutPlan) {
 			if !o.Exists {
 				what = "no consumer (position cleared)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", o.Consumer, o.Member, Ranges(o.Partitions), o.AckFloor, o.AckPending, what)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", o.Consumer, o.Member, render.Ranges(o.Partitions), o.AckFloor, o.AckPending, what)
 		}
 	}
 	tw.Flush()
