@@ -224,6 +224,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	out := newLineWriter(ios.Out)
 	js := render.NewJSONStream(out)
 	var mu sync.Mutex // one writer at a time; events come from other goroutines
+	acking := 0       // messages whose ack's reply is outstanding, under mu: --count counts them handled
 	sum := Summary{Type: "summary", Member: o.Member}
 	who := cs.Member(o.Member)
 
@@ -314,7 +315,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 
 	handler := func(hctx context.Context, m *cg.Msg) {
 		mu.Lock()
-		over := o.Count > 0 && sum.Handled >= o.Count
+		over := o.Count > 0 && sum.Handled+acking >= o.Count
 		mu.Unlock()
 		if over {
 			// Delivered while stopping after --count (another lane's):
@@ -352,69 +353,75 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 			o.failMsg(m, md, mdErr, start, &mu, &sum, js, cs, who)
 			return
 		}
-		// Not past the ack wait: by then the server redelivers anyway.
-		actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
-		ackErr := m.DoubleAck(actx)
-		cancel()
-		took := time.Since(start)
-		line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
-			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil}
-		if mdErr == nil {
-			line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
-		}
-		if verifier != nil {
-			line.Key, line.KeySeq, line.Check = key, keySeq, string(check.Outcome)
-		}
-		if ackErr != nil {
-			line.AckError = ackErr.Error()
-		}
-		// The line is made outside the lock, so concurrent calls encode
-		// at once; only the counts are shared.
-		var text string
-		if !o.F.JSON {
-			outcome := cs.Green("acked")
-			if ackErr != nil {
-				outcome = cs.Red("ack failed: " + ackErr.Error())
-			}
-			redelivered := ""
-			if line.Delivered > 1 {
-				redelivered = cs.Yellow(fmt.Sprintf(" (delivery %d)", line.Delivered))
-			}
-			verdict := ""
-			if verifier != nil {
-				verdict = fmt.Sprintf(" key=%s#%d", key, keySeq)
-				switch check.Outcome {
-				case traffic.Duplicate:
-					verdict += " " + cs.Yellow("DUPLICATE")
-				case traffic.OutOfOrder:
-					verdict += " " + cs.Red("OUT OF ORDER")
-				case traffic.Unkeyed:
-					verdict += " " + cs.Yellow("no Cg-Key headers")
-				}
-				if check.Gap > 0 {
-					verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", check.Gap))
-				}
-			}
-			text = fmt.Sprintf("[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
-				shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
-		}
+		// The handler returns at once and its lane takes other keys while
+		// the reply is outstanding: the engine holds this key until the
+		// reply is in and this line is out (bounded by the ack wait), so
+		// "acked" is what the server said.
 		mu.Lock()
-		sum.Handled++
-		if ackErr == nil {
-			sum.Acked++
-		} else {
-			sum.AckFailed++
-		}
-		done := o.Count > 0 && sum.Handled >= o.Count
+		acking++
 		mu.Unlock()
-		if o.F.JSON {
-			_ = writeJSONLine(out, line)
-		} else {
-			_, _ = io.WriteString(out, text)
-		}
-		if done {
-			stopRun()
-		}
+		m.DoubleAckAsync(func(ackErr error) {
+			took := time.Since(start)
+			line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
+				Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil}
+			if mdErr == nil {
+				line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
+			}
+			if verifier != nil {
+				line.Key, line.KeySeq, line.Check = key, keySeq, string(check.Outcome)
+			}
+			if ackErr != nil {
+				line.AckError = ackErr.Error()
+			}
+			// The line is made outside the lock, so concurrent calls encode
+			// at once; only the counts are shared.
+			var text string
+			if !o.F.JSON {
+				outcome := cs.Green("acked")
+				if ackErr != nil {
+					outcome = cs.Red("ack failed: " + ackErr.Error())
+				}
+				redelivered := ""
+				if line.Delivered > 1 {
+					redelivered = cs.Yellow(fmt.Sprintf(" (delivery %d)", line.Delivered))
+				}
+				verdict := ""
+				if verifier != nil {
+					verdict = fmt.Sprintf(" key=%s#%d", key, keySeq)
+					switch check.Outcome {
+					case traffic.Duplicate:
+						verdict += " " + cs.Yellow("DUPLICATE")
+					case traffic.OutOfOrder:
+						verdict += " " + cs.Red("OUT OF ORDER")
+					case traffic.Unkeyed:
+						verdict += " " + cs.Yellow("no Cg-Key headers")
+					}
+					if check.Gap > 0 {
+						verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", check.Gap))
+					}
+				}
+				text = fmt.Sprintf("[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", who, line.Partition, line.Subject, line.StreamSeq,
+					shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
+			}
+			mu.Lock()
+			acking--
+			sum.Handled++
+			if ackErr == nil {
+				sum.Acked++
+			} else {
+				sum.AckFailed++
+			}
+			done := o.Count > 0 && sum.Handled >= o.Count
+			mu.Unlock()
+			if o.F.JSON {
+				_ = writeJSONLine(out, line)
+			} else {
+				_, _ = io.WriteString(out, text)
+			}
+			if done {
+				stopRun()
+			}
+		})
 	}
 
 	start := time.Now()
