@@ -314,10 +314,11 @@ func (s *laneStage) accept(raw *nats.Msg) {
 		}
 	}
 	k := s.keys[key]
-	if s.handingBack && (k == nil || !k.running) {
+	if s.handingBack && (k == nil || !k.running && !k.acking) {
 		// After the hand back began: straight back, behind anything of
-		// its key handed back already. (A key with a call in flight has
-		// its queue handed back when the call returns.)
+		// its key handed back already. (A key with a call in flight, or
+		// an ack's reply awaited, has its queue handed back when the call
+		// returns or the reply is in.)
 		_ = raw.Nak()
 		return
 	}
