@@ -198,19 +198,19 @@ type laneStage struct {
 	// every worker on a hand back or close; idle wakes wait once no call
 	// is in flight. One cond for both had every finished call wake every
 	// idle worker only for them to sleep again.
-	cond   *sync.Cond
-	idle   *sync.Cond
-	keys   map[string]*laneKey
-	ready  []*laneKey // keys that can run, in the order they became ready
-	queued int
-	busy   int                 // calls in flight (admit + handler)
-	open   map[uint64]struct{} // handled, ended unacked, not handled again since
+	cond        *sync.Cond
+	idle        *sync.Cond
+	keys        map[string]*laneKey
+	ready       []*laneKey // keys that can run, in the order they became ready
+	queued      int
+	busy        int                 // calls in flight (admit + handler)
+	open        map[uint64]struct{} // handled, ended unacked, not handled again since
+	handingBack bool
+	closed      bool
 	// acking holds the keys whose handler call returned with its double
 	// ack's reply outstanding (Msg.DoubleAckAsync), by stream sequence:
 	// each stays held until the reply is in (ackSettled).
-	acking      map[uint64]*laneKey
-	handingBack bool
-	closed      bool
+	acking map[uint64]*laneKey
 	// pin is the pin id the stage was last delivered under; on a new one
 	// it hands back what the previous pinned instance left unacked and
 	// holds every key (barrier) until a message delivered new after that

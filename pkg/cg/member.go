@@ -255,9 +255,10 @@ func (m *Msg) Raw() jetstream.Msg { return m.Msg }
 // so no later message of the key is handled before this one's ack is
 // confirmed, and an instance that stops waits for every reply in flight
 // before it hands anything back. An ack that fails leaves the key held for
-// the message's redelivery, as a nak does. done runs on the connection's
-// reply goroutine, which every pipelined ack of the partition shares: keep
-// it short and never wait in it for other messages.
+// the message's redelivery, as a nak does. done runs on a goroutine that
+// every pipelined ack of the instance's consumer shares (the member's, or
+// on the partition layout the partition's): keep it short, and never wait
+// in it for other messages or for the instance to stop.
 //
 // Where the delivery stage cannot hold a key for a reply (one message at
 // a time, batches, a retry policy, observers) DoubleAckAsync waits for the
@@ -346,14 +347,14 @@ type binding struct {
 	// acked remembers the stream sequences this binding acked lately, so
 	// a redelivery of one (its ack was slow or lost) is acked again rather
 	// than handled twice.
-	acked *seqRing
-	// acks sends DoubleAckAsync's acks without waiting for their replies,
-	// when the stage holds keys for them (ackpipe.go); nil otherwise.
-	acks       *ackPipe
+	acked      *seqRing
 	lastDSeq   uint64 // the last delivery's consumer sequence (reset_member.go)
 	stopPull   chan struct{}
 	pullDone   chan struct{}
 	handleDone chan struct{}
+	// acks sends DoubleAckAsync's acks without waiting for their replies,
+	// when the stage holds keys for them (ackpipe.go); nil otherwise.
+	acks *ackPipe
 }
 
 func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOptions, error) {
