@@ -272,6 +272,9 @@ type session struct {
 	who      string // the member's name, colored
 	verifier *traffic.Verifier
 	stop     func() // ends the run (--count reached)
+	// acking: messages whose ack's reply is outstanding, under mu:
+	// --count counts them handled.
+	acking int
 }
 
 func newSession(o *ConsumeOptions, stop func()) *session {
@@ -398,7 +401,7 @@ type handled struct {
 func (s *session) handleMsg(hctx context.Context, m *cg.Msg) {
 	o := s.o
 	s.mu.Lock()
-	over := o.Count > 0 && s.sum.Handled >= o.Count
+	over := o.Count > 0 && s.sum.Handled+s.acking >= o.Count
 	s.mu.Unlock()
 	if over {
 		// Delivered while stopping after --count (another lane's):
@@ -433,11 +436,14 @@ func (s *session) handleMsg(hctx context.Context, m *cg.Msg) {
 		o.failMsg(m, h.md, h.mdErr, h.start, &s.mu, &s.sum, s.js, s.cs, s.who)
 		return
 	}
-	// Not past the ack wait: by then the server redelivers anyway.
-	actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
-	ackErr := m.DoubleAck(actx)
-	cancel()
-	s.printMsg(h, ackErr)
+	// The handler returns at once and its lane takes other keys while
+	// the reply is outstanding: the engine holds this key until the
+	// reply is in and this line is out (bounded by the ack wait), so
+	// "acked" is what the server said.
+	s.mu.Lock()
+	s.acking++
+	s.mu.Unlock()
+	m.DoubleAckAsync(func(ackErr error) { s.printMsg(h, ackErr) })
 }
 
 // printMsg is the message printer: it prints a handled message with its
@@ -489,6 +495,7 @@ func (s *session) printMsg(h handled, ackErr error) {
 			shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
 	}
 	s.mu.Lock()
+	s.acking--
 	s.sum.Handled++
 	if ackErr == nil {
 		s.sum.Acked++

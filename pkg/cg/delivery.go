@@ -147,9 +147,10 @@ func (s bindingSink) admit(raw *nats.Msg) bool {
 		_ = raw.Nak()
 		return false
 	}
-	if delivered, seq, _, ok := ackSeqs(raw); ok && delivered > 1 && b.acked.has(seq) {
-		// Handled and acked already; the ack did not make it in
-		// time. Settle it again instead of handling it twice.
+	if delivered, seq, _, ok := ackSeqs(raw); ok && delivered > 1 && (b.acked.has(seq) || (b.acks != nil && b.acks.pendingSeq(seq))) {
+		// Handled and acked already (or its ack awaits the reply); the
+		// ack did not make it in time. Settle it again instead of
+		// handling it twice.
 		_ = raw.Ack()
 		return false
 	}
@@ -171,11 +172,18 @@ func (s bindingSink) deliver(raw *nats.Msg) {
 		return
 	}
 	subject, p := StripPartition(raw.Subject)
-	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
+	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
+		ackBound: min(m.opts.AckWait, doubleAckTimeout)})
 }
 
 func (s bindingSink) msg(raw *nats.Msg) jsMsg {
-	return jsMsg{m: raw, nc: s.b.puller.nc, mem: s.m, acked: s.b.acked}
+	return jsMsg{m: raw, nc: s.b.puller.nc, mem: s.m, acked: s.b.acked, pipe: s.b.acks}
+}
+
+// ackPending reports whether raw's double ack awaits its reply
+// (DoubleAckAsync): the lane stage then holds its key until it is in.
+func (s bindingSink) ackPending(raw *nats.Msg) bool {
+	return s.b.acks != nil && s.b.acks.pendingSeq(streamSeq(raw))
 }
 
 func (s bindingSink) acked(raw *nats.Msg) bool {

@@ -207,6 +207,10 @@ type laneStage struct {
 	open        map[uint64]struct{} // handled, ended unacked, not handled again since
 	handingBack bool
 	closed      bool
+	// acking holds the keys whose handler call returned with its double
+	// ack's reply outstanding (Msg.DoubleAckAsync), by stream sequence:
+	// each stays held until the reply is in (ackSettled).
+	acking map[uint64]*laneKey
 	// pin is the pin id the stage was last delivered under; on a new one
 	// it hands back what the previous pinned instance left unacked and
 	// holds every key (barrier) until a message delivered new after that
@@ -233,6 +237,7 @@ type laneKey struct {
 	inReady  bool
 	held     uint64 // the stream sequence the key waits for; 0: none
 	heldTill time.Time
+	acking   bool // held for the reply to its last message's ack
 }
 
 type laneMsg struct {
@@ -250,6 +255,7 @@ func (m *Member) newLaneStage(sink deliverySink) *laneStage {
 		keepEvery: max(m.opts.AckWait/2, 10*time.Millisecond),
 		keys:      map[string]*laneKey{},
 		open:      map[uint64]struct{}{},
+		acking:    map[uint64]*laneKey{},
 		stopKeep:  make(chan struct{}),
 		keepDone:  make(chan struct{}),
 	}
@@ -282,7 +288,7 @@ func (s *laneStage) markReady(k *laneKey) {
 }
 
 func (s *laneStage) forget(k *laneKey) {
-	if !k.running && !k.inReady && len(k.msgs) == 0 && k.held == 0 {
+	if !k.running && !k.inReady && !k.acking && len(k.msgs) == 0 && k.held == 0 {
 		delete(s.keys, k.key)
 	}
 }
@@ -308,10 +314,11 @@ func (s *laneStage) accept(raw *nats.Msg) {
 		}
 	}
 	k := s.keys[key]
-	if s.handingBack && (k == nil || !k.running) {
+	if s.handingBack && (k == nil || !k.running && !k.acking) {
 		// After the hand back began: straight back, behind anything of
-		// its key handed back already. (A key with a call in flight has
-		// its queue handed back when the call returns.)
+		// its key handed back already. (A key with a call in flight, or
+		// an ack's reply awaited, has its queue handed back when the call
+		// returns or the reply is in.)
 		_ = raw.Nak()
 		return
 	}
@@ -405,16 +412,27 @@ func (s *laneStage) work() {
 		k.running = true
 		s.busy++
 		s.mu.Unlock()
-		handled, acked := false, false
+		handled := false
 		if s.sink.admit(lm.raw) {
 			s.sink.handle(lm.raw)
-			handled, acked = true, s.sink.acked(lm.raw)
+			handled = true
 		}
 		s.mu.Lock()
 		s.busy--
 		k.running = false
-		if handled {
-			if acked {
+		// Asked under s.mu: an ack's reply settles the key through
+		// ackSettled, which takes s.mu, so a reply that comes after
+		// this finds the key in acking, and one before shows as acked.
+		if handled && s.ackPending(lm.raw) {
+			s.acking[lm.seq] = k
+			k.acking = true
+			if s.hold && lm.seq != 0 {
+				// Never released by keepAlive first: the pipe ends the
+				// ack (at the latest as a timeout) within the ack wait.
+				k.held, k.heldTill = lm.seq, time.Now().Add(s.holdFor)
+			}
+		} else if handled {
+			if s.sink.acked(lm.raw) {
 				delete(s.open, lm.seq)
 				if k.held == lm.seq {
 					k.held = 0
@@ -434,7 +452,9 @@ func (s *laneStage) work() {
 				}
 			}
 		}
-		if s.handingBack {
+		if k.acking {
+			// Settled, handed back or made ready by ackSettled.
+		} else if s.handingBack {
 			// The hand back waited for this call: the key's queue goes
 			// back now, behind the message just handled.
 			s.nakAll(k)
@@ -442,9 +462,52 @@ func (s *laneStage) work() {
 			s.markReady(k)
 		}
 		s.forget(k)
-		if s.busy == 0 {
+		if s.busy == 0 && len(s.acking) == 0 {
 			s.idle.Broadcast()
 		}
+	}
+}
+
+// ackPending asks the sink whether raw's double ack awaits its reply.
+func (s *laneStage) ackPending(raw *nats.Msg) bool {
+	p, ok := s.sink.(interface{ ackPending(*nats.Msg) bool })
+	return ok && p.ackPending(raw)
+}
+
+// ackSettled is told by the binding's ack pipe that the double ack of raw
+// ended (acked: confirmed, or timed out and perhaps applied). A key held
+// for it runs again, or, failed, stays held for the redelivery as after a
+// nak; once the hand back began its queue goes back instead.
+func (s *laneStage) ackSettled(raw *nats.Msg, acked bool) {
+	seq := streamSeq(raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.acking[seq]
+	if !ok {
+		// Ended before its handler call returned: the worker saw how.
+		return
+	}
+	delete(s.acking, seq)
+	k.acking = false
+	if acked {
+		delete(s.open, seq)
+		if k.held == seq {
+			k.held = 0
+		}
+	} else {
+		s.open[seq] = struct{}{}
+		if s.hold && seq != 0 {
+			k.held, k.heldTill = seq, time.Now().Add(s.holdFor)
+		}
+	}
+	if s.handingBack {
+		s.nakAll(k)
+	} else {
+		s.markReady(k)
+	}
+	s.forget(k)
+	if s.busy == 0 && len(s.acking) == 0 {
+		s.idle.Broadcast()
 	}
 }
 
@@ -483,7 +546,7 @@ func (s *laneStage) keepAlive() {
 			s.liftBarrier()
 		}
 		for _, k := range s.keys {
-			if k.held != 0 && now.After(k.heldTill) {
+			if k.held != 0 && !k.acking && now.After(k.heldTill) {
 				k.held = 0
 				s.markReady(k)
 			}
@@ -511,7 +574,9 @@ func (s *laneStage) handBack() {
 	s.handingBack = true
 	var back []*laneMsg
 	for _, k := range s.keys {
-		if k.running {
+		if k.running || k.acking {
+			// Handed back when the call returns or the ack's reply is
+			// in, behind the message in hand.
 			continue
 		}
 		back = append(back, k.msgs...)
@@ -536,7 +601,7 @@ func (s *laneStage) handBack() {
 // nothing when none of them was left unacked.
 func (s *laneStage) wait() bool {
 	s.mu.Lock()
-	for s.busy > 0 {
+	for s.busy > 0 || len(s.acking) > 0 {
 		s.idle.Wait()
 	}
 	s.closed = true

@@ -224,6 +224,8 @@ type Msg struct {
 	partition int
 	pinID     string
 	out       *msgOutcome // under a retry policy: what the handler asked for
+	// ackBound bounds DoubleAckAsync's wait for a reply: the ack wait.
+	ackBound time.Duration
 }
 
 // Subject is the message subject without the leading partition token.
@@ -237,6 +239,43 @@ func (m *Msg) PinID() string { return m.pinID }
 
 // Raw returns the underlying JetStream message, subject unstripped.
 func (m *Msg) Raw() jetstream.Msg { return m.Msg }
+
+// DoubleAckAsync acks the message and has the server confirm it, as
+// DoubleAck does, without waiting for the confirmation: the handler may
+// return at once and its concurrency slot takes other keys while the reply
+// is outstanding. done is called exactly once, with nil when the server
+// confirmed the ack, ErrFenced when the instance may no longer settle the
+// message (nothing was sent), or the error the ack ended with; a timeout
+// (no reply within the ack wait, or 5 s if shorter, with the ack sent
+// again every 300 ms meanwhile) ends it with nats.ErrTimeout, and the ack
+// may still have been applied, as with DoubleAck.
+//
+// Per-key order holds as with DoubleAck: on a member with Concurrency
+// above 1 the message's key (its lane) stays held until done has returned,
+// so no later message of the key is handled before this one's ack is
+// confirmed, and an instance that stops waits for every reply in flight
+// before it hands anything back. An ack that fails leaves the key held for
+// the message's redelivery, as a nak does. done runs on a goroutine that
+// every pipelined ack of the instance's consumer shares (the member's, or
+// on the partition layout the partition's): keep it short, and never wait
+// in it for other messages or for the instance to stop.
+//
+// Where the delivery stage cannot hold a key for a reply (one message at
+// a time, batches, a retry policy, observers) DoubleAckAsync waits for the
+// reply itself and calls done before it returns; with max ack pending 1 a
+// serial member gains nothing from pipelining anyway, as the server sends
+// the next message only once the ack is in.
+func (m *Msg) DoubleAckAsync(done func(err error)) {
+	j, ok := m.Msg.(jsMsg)
+	if !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), doubleAckTimeout)
+		err := m.Msg.DoubleAck(ctx)
+		cancel()
+		done(err)
+		return
+	}
+	j.doubleAckAsync(m.ackBound, done)
+}
 
 // Handler processes one message and acknowledges it (Ack, DoubleAck, Nak,
 // Term). ctx is cancelled when the instance is asked to stop; a handler
@@ -313,6 +352,9 @@ type binding struct {
 	stopPull   chan struct{}
 	pullDone   chan struct{}
 	handleDone chan struct{}
+	// acks sends DoubleAckAsync's acks without waiting for their replies,
+	// when the stage holds keys for them (ackpipe.go); nil otherwise.
+	acks *ackPipe
 }
 
 func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOptions, error) {
@@ -568,6 +610,16 @@ func (m *Member) handleLoop(b *binding) {
 	defer close(b.handleDone)
 	stage := m.newDelivery(bindingSink{m: m, b: b})
 	b.stage.Store(stage)
+	if ls, ok := stage.(*laneStage); ok && m.poison == nil && m.obs == nil {
+		// Only the lane stage holds a key while its message's ack
+		// awaits the reply; a retry policy and observers settle a
+		// message by what its handler call left behind.
+		if p, err := newAckPipe(b.puller.nc, min(m.opts.AckWait, doubleAckTimeout), b.acked); err == nil {
+			p.settled = ls.ackSettled
+			b.acks = p
+			defer p.close()
+		}
+	}
 	for {
 		select {
 		case raw := <-b.work:

@@ -57,6 +57,10 @@ type jsMsg struct {
 	// out, under a retry policy, records naks and terms instead of
 	// sending them: the policy settles the message (poison.go).
 	out *msgOutcome
+	// pipe, when the delivery stage can hold a key while a double ack's
+	// reply is outstanding (the lane stage), sends DoubleAckAsync's acks
+	// (ackpipe.go); nil elsewhere, where DoubleAckAsync waits for the reply.
+	pipe *ackPipe
 }
 
 // note records an ack (or an attempt that may have reached the server).
@@ -152,6 +156,26 @@ func (j jsMsg) DoubleAck(ctx context.Context) error {
 		j.note()
 	}
 	return err
+}
+
+// doubleAckAsync double-acks through the binding's pipe, or, without
+// one, waits for the reply as DoubleAck does before calling done.
+func (j jsMsg) doubleAckAsync(bound time.Duration, done func(error)) {
+	if err := j.stale(); err != nil {
+		done(err)
+		return
+	}
+	if bound <= 0 {
+		bound = doubleAckTimeout
+	}
+	if j.pipe == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		err := j.DoubleAck(ctx)
+		cancel()
+		done(err)
+		return
+	}
+	j.pipe.send(j.m, done)
 }
 
 func (j jsMsg) TermWithReason(reason string) error {
