@@ -32,6 +32,19 @@ import (
 // skip the batch or hand it back and carry on: carrying on would let later
 // messages reach the sink before it, which is what a batch must never do.
 //
+// Under a retry policy (JoinOptions.Retry) the policy bounds the batch
+// instead: MaxDeliver calls of the whole batch (when set), its Backoff
+// between them (when set). A batch that fails them all is split in halves
+// and each part called once, in stream order: a part that succeeds is
+// acked, one that fails is halved again, until a part of one message
+// fails, which is poison, and the policy's action is taken on it alone.
+// Dead-lettered, it lets the member go on with the rest; parked, it holds
+// everything behind it (a batch member is one ordering domain) until it is
+// released; stop stops the instance with a *PoisonError. A message parked
+// before, or whose dead letter is owed, is dealt with alone by the policy
+// before anything behind it reaches the handler; one released to be
+// retried is handed over alone, with the batch's attempts.
+//
 // Acks. cg's member consumers (and the reference library's) are explicit
 // ack, so cg acks each message of a batch, in order (DoubleAck: each with a
 // confirmed ack). One ack of the last message (AckAll) would settle the
@@ -92,9 +105,12 @@ type BatchOptions struct {
 	Handler BatchHandler
 	// MaxAttempts is how many calls a batch gets before the instance
 	// gives up and stops (ErrBatchFailed). 0 is DefaultBatchMaxAttempts.
+	// A retry policy's MaxDeliver, when set, takes its place, and the
+	// instance then looks for the failing message instead of stopping.
 	MaxAttempts int
 	// Backoff is the delay before attempt 2, 3, ...; the last repeats.
-	// nil is DefaultBatchBackoff.
+	// nil is DefaultBatchBackoff. A retry policy's Backoff, when set,
+	// takes its place.
 	Backoff []time.Duration
 	// DoubleAck acks each message with a confirmed double ack.
 	DoubleAck bool
@@ -111,9 +127,14 @@ type BatchEvent struct {
 	Attempt           int
 	Acked             bool  // every message of the batch was acked
 	Err               error // the handler's error, or the first ack's that failed
-	// Final: the batch is done with on this instance (acked, given up
-	// after MaxAttempts, or abandoned to a stop or release).
+	// Final: the batch (or, once split, this part of it) is done with on
+	// this instance (acked, given up after MaxAttempts, found poison, or
+	// abandoned to a stop or release).
 	Final bool
+	// Poison, under a retry policy, is the action taken on a part of one
+	// message that failed on its own (dead-letter, park, stop); 0 for
+	// anything else.
+	Poison PoisonAction
 }
 
 // Defaults of BatchOptions.
@@ -249,6 +270,14 @@ type batchStage struct {
 	barrierTill  time.Time
 	lastAccept   time.Time
 	timer        *time.Timer
+	// hold, under a retry policy, is the stream sequence of a message the
+	// policy holds (parked, or its dead letter owed): nothing is handed to
+	// user code until its redelivery is accepted, so it is dealt with
+	// again ahead of everything behind it.
+	hold uint64
+	// retry: under a retry policy a batch that failed every attempt is
+	// split until the message that fails is found (isolate).
+	retry bool
 
 	runDone  chan struct{}
 	stopKeep chan struct{}
@@ -276,6 +305,17 @@ func (m *Member) newBatchStage(sink deliverySink) *batchStage {
 		stopKeep:  make(chan struct{}),
 		keepDone:  make(chan struct{}),
 	}
+	if p := sink.retryPolicy(); p != nil {
+		// The policy's bounds are the batch's: MaxDeliver calls of the
+		// whole batch, its backoff between them.
+		s.retry = true
+		if p.MaxDeliver > 0 {
+			s.o.MaxAttempts = p.MaxDeliver
+		}
+		if len(p.Backoff) > 0 {
+			s.o.Backoff = slices.Clone(p.Backoff)
+		}
+	}
 	s.cond = sync.NewCond(&s.mu)
 	go s.run()
 	go s.keepAlive()
@@ -301,6 +341,9 @@ func (s *batchStage) accept(raw *nats.Msg) {
 	if s.handingBack && !s.owned {
 		_ = raw.Nak()
 		return
+	}
+	if s.hold != 0 && seq == s.hold {
+		s.hold = 0 // back: it sorts in front of what waited behind it
 	}
 	i, found := slices.BinarySearchFunc(s.queue, seq, func(q *batchItem, seq uint64) int { return cmpSeq(q.seq, seq) })
 	if found && seq != 0 {
@@ -358,7 +401,7 @@ func (s *batchStage) take() ([]*batchItem, bool) {
 		if s.handingBack {
 			return nil, false
 		}
-		if len(s.queue) > 0 && !s.barrier {
+		if len(s.queue) > 0 && !s.barrier && s.hold == 0 {
 			first := s.queue[0].at // the earliest arrival (a redelivery sorts in front)
 			for _, q := range s.queue {
 				if q.at.Before(first) {
@@ -392,6 +435,9 @@ func (s *batchStage) run() {
 		s.mu.Unlock()
 
 		items = s.admit(items)
+		if s.retry && len(items) > 0 {
+			items = s.waiting(items)
+		}
 		if len(items) > 0 {
 			s.mu.Lock()
 			s.cur = items
@@ -443,6 +489,78 @@ func (s *batchStage) admit(items []*batchItem) []*batchItem {
 	return out
 }
 
+// waiting lets the retry policy deal first with a message it knows
+// (parked before, or owed to the dead-letter subject): the messages ahead
+// of it go to user code as a batch of their own; it is dealt with alone
+// (held, dead-lettered, or handed over alone when released to be retried);
+// what follows it goes back to the queue. It returns what user code gets
+// now.
+func (s *batchStage) waiting(items []*batchItem) []*batchItem {
+	i := slices.IndexFunc(items, func(q *batchItem) bool { return s.sink.poisonWaiting(q.raw) })
+	switch {
+	case i < 0:
+		return items
+	case i > 0:
+		s.requeue(items[i:])
+		return items[:i]
+	}
+	q := items[0]
+	s.requeue(items[1:])
+	s.holdUntilBack(q.seq)
+	if s.sink.poisonFirst(q.raw) {
+		s.unhold(q.seq)
+		return items[:1]
+	}
+	q.settled.Store(true)
+	if s.sink.acked(q.raw) {
+		s.unhold(q.seq)
+	}
+	return nil
+}
+
+// holdUntilBack holds the queue until seq's redelivery is accepted; it is set
+// before the policy acts, so that a redelivery quicker than the policy's
+// return is not missed.
+func (s *batchStage) holdUntilBack(seq uint64) {
+	s.mu.Lock()
+	s.hold = seq
+	s.mu.Unlock()
+}
+
+// unhold lifts a hold for seq: the policy settled it for good.
+func (s *batchStage) unhold(seq uint64) {
+	s.mu.Lock()
+	if s.hold == seq {
+		s.hold = 0
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+}
+
+// requeue puts items (admitted, not given to user code) back in the queue,
+// in stream-sequence order. The queue gets fresh items; the ones given are
+// marked settled, so they are neither kept alive nor nak'ed twice. One the
+// server redelivered meanwhile is already queued, newer.
+func (s *batchStage) requeue(items []*batchItem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range items {
+		if q.settled.Swap(true) {
+			continue
+		}
+		if s.handingBack && !s.owned {
+			_ = q.raw.Nak()
+			continue
+		}
+		i, found := slices.BinarySearchFunc(s.queue, q.seq, func(r *batchItem, seq uint64) int { return cmpSeq(r.seq, seq) })
+		if found {
+			continue
+		}
+		s.queue = slices.Insert(s.queue, i, &batchItem{raw: q.raw, seq: q.seq, at: q.at, kept: q.kept, msg: q.msg, js: q.js})
+	}
+	s.cond.Broadcast()
+}
+
 func (s *batchStage) readmit(items []*batchItem) bool {
 	for i, q := range items {
 		if !s.sink.admit(q.raw) {
@@ -468,67 +586,43 @@ func (s *batchStage) backoff(attempt int) time.Duration {
 	return s.o.Backoff[min(attempt-1, len(s.o.Backoff)-1)]
 }
 
+// errAbandoned: a batch given up because the instance let go of the
+// consumer between two attempts.
+var errAbandoned = errors.New("abandoned: the instance let go of the consumer")
+
 // work calls the handler with the batch until it succeeds, gives up or is
 // abandoned. Messages it leaves unsettled are nak'ed by run on the hand
 // back.
 func (s *batchStage) work(items []*batchItem) {
 	no := s.m.batchNo.Add(1)
-	msgs := make([]*Msg, len(items))
-	for i, q := range items {
-		msgs[i] = q.msg
-	}
-	ev := BatchEvent{Number: no, Size: len(items), FirstSeq: items[0].seq, LastSeq: items[len(items)-1].seq}
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && !s.readmit(items) {
-			s.report(ev, attempt-1, false, errors.New("abandoned: the instance let go of the consumer"), true)
+			s.report(no, items, attempt-1, false, errAbandoned, true, 0)
 			return
 		}
-		ctx, cancel := context.WithCancel(s.m.ctx)
-		s.mu.Lock()
-		s.callCancel = cancel
-		s.handed = true
-		s.lastAcked = false
-		if s.handingBack {
-			cancel()
-		}
-		s.mu.Unlock()
-		var obs func(MessageResult)
-		if s.m.obs != nil {
-			obs = s.m.observeBatch(ctx, no, items) // observe.go
-		}
-		err := s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
-		cancel()
-		s.mu.Lock()
-		s.callCancel = nil
-		s.mu.Unlock()
+		err, ackErr := s.call(no, attempt, items)
 		if err == nil {
-			ackErr := s.ackAll(items)
-			if obs != nil && ackErr == nil {
-				obs(ResultAcked)
-			} else if obs != nil {
-				obs(ResultFailed)
-			}
-			s.mu.Lock()
-			s.lastAcked = ackErr == nil
-			s.mu.Unlock()
-			s.report(ev, attempt, ackErr == nil, ackErr, true)
+			s.report(no, items, attempt, ackErr == nil, ackErr, true, 0)
 			return
-		}
-		if obs != nil {
-			obs(ResultFailed)
 		}
 		gone := s.isHandingBack() || s.m.ctx.Err() != nil
-		final := gone || attempt >= s.o.MaxAttempts
-		s.report(ev, attempt, false, err, final)
+		exhausted := attempt >= s.o.MaxAttempts
+		split := exhausted && s.retry && !gone
+		s.report(no, items, attempt, false, err, gone || exhausted && !split, 0)
 		if gone {
 			// Stopping: the hand back comes, and the batch must be nak'ed
 			// before anything queued behind it.
 			<-s.quit
 			return
 		}
-		if attempt >= s.o.MaxAttempts {
+		if split {
+			s.isolate(no, attempt, items, err)
+			return
+		}
+		if exhausted {
+			first, last := items[0].seq, items[len(items)-1].seq
 			go s.m.finish(fmt.Errorf("%w: batch %d (stream sequences %d-%d, %d messages) failed %d time(s), last: %v; it was left unacked for the next instance of member %s",
-				ErrBatchFailed, no, ev.FirstSeq, ev.LastSeq, ev.Size, attempt, err, s.m.member), CauseBatchFailed, reasonBatchFailed)
+				ErrBatchFailed, no, first, last, len(items), attempt, err, s.m.member), CauseBatchFailed, reasonBatchFailed)
 			<-s.quit
 			return
 		}
@@ -542,12 +636,126 @@ func (s *batchStage) work(items []*batchItem) {
 	}
 }
 
-func (s *batchStage) report(ev BatchEvent, attempt int, acked bool, err error, final bool) {
+// isolate finds, under a retry policy, the messages of a batch that failed
+// every attempt that fail on their own: it halves the batch and calls user
+// code once per part, in stream order, acking each part that succeeds and
+// halving each that fails, until a part of one message fails, which is
+// poison: the policy's action is taken on it alone. A dead-lettered
+// message lets the rest go on; one the policy holds (parked, its dead
+// letter not confirmed, or the instance stopping on it) holds everything
+// behind it, which goes back to the queue in order. A batch of n messages
+// with one poison message takes about 2·log2(n) more calls.
+func (s *batchStage) isolate(no uint64, attempt int, items []*batchItem, err error) {
+	parts := [][]*batchItem{items} // one message: it failed on its own already
+	if len(items) > 1 {
+		h := len(items) / 2
+		parts = [][]*batchItem{items[:h], items[h:]}
+	}
+	for len(parts) > 0 {
+		p := parts[0]
+		if len(items) > 1 {
+			attempt++
+			if !s.readmit(p) {
+				s.report(no, p, attempt-1, false, errAbandoned, true, 0)
+				s.nakUnsettled(items)
+				return
+			}
+			var ackErr error
+			if err, ackErr = s.call(no, attempt, p); err == nil {
+				s.report(no, p, attempt, ackErr == nil, ackErr, true, 0)
+				parts = parts[1:]
+				continue
+			}
+		}
+		if s.isHandingBack() || s.m.ctx.Err() != nil {
+			s.report(no, p, attempt, false, err, true, 0)
+			<-s.quit
+			return
+		}
+		if len(p) > 1 {
+			s.report(no, p, attempt, false, err, false, 0)
+			h := len(p) / 2
+			parts = append([][]*batchItem{p[:h], p[h:]}, parts[1:]...)
+			continue
+		}
+		q := p[0]
+		s.holdUntilBack(q.seq)
+		s.sink.poisonNow(q.raw, err)
+		q.settled.Store(true)
+		s.report(no, p, attempt, false, err, true, s.sink.retryPolicy().action())
+		if !s.sink.acked(q.raw) {
+			s.requeue(items)
+			return
+		}
+		s.unhold(q.seq)
+		parts = parts[1:]
+	}
+}
+
+// nakUnsettled hands back, in order, what of items is still unsettled.
+func (s *batchStage) nakUnsettled(items []*batchItem) {
+	for _, q := range items {
+		if !q.settled.Load() {
+			_ = q.raw.Nak()
+			q.settled.Store(true)
+		}
+	}
+}
+
+// call is one attempt of items: the handler's error, and on success the
+// first ack's that failed.
+func (s *batchStage) call(no uint64, attempt int, items []*batchItem) (err, ackErr error) {
+	msgs := make([]*Msg, len(items))
+	for i, q := range items {
+		msgs[i] = q.msg
+	}
+	ctx, cancel := context.WithCancel(s.m.ctx)
+	s.mu.Lock()
+	s.callCancel = cancel
+	s.handed = true
+	s.lastAcked = false
+	if s.handingBack {
+		cancel()
+	}
+	s.mu.Unlock()
+	var obs func(MessageResult)
+	if s.m.obs != nil {
+		obs = s.m.observeBatch(ctx, no, items) // observe.go
+	}
+	err = s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
+	cancel()
+	s.mu.Lock()
+	s.callCancel = nil
+	s.mu.Unlock()
+	if err != nil {
+		if obs != nil {
+			obs(ResultFailed)
+		}
+		return err, nil
+	}
+	ackErr = s.ackAll(items)
+	if obs != nil && ackErr == nil {
+		obs(ResultAcked)
+	} else if obs != nil {
+		obs(ResultFailed)
+	}
+	s.mu.Lock()
+	s.lastAcked = ackErr == nil
+	s.mu.Unlock()
+	if ackErr == nil && s.retry {
+		for _, q := range items {
+			s.sink.poisonHandled(q.raw)
+		}
+	}
+	return nil, ackErr
+}
+
+func (s *batchStage) report(no uint64, items []*batchItem, attempt int, acked bool, err error, final bool, poison PoisonAction) {
 	if s.o.OnBatch == nil {
 		return
 	}
-	ev.Attempt, ev.Acked, ev.Err, ev.Final = attempt, acked, err, final
-	s.o.OnBatch(ev)
+	s.o.OnBatch(BatchEvent{Number: no, Size: len(items), FirstSeq: items[0].seq, LastSeq: items[len(items)-1].seq,
+		Attempt: attempt, Acked: acked, Err: err, Final: final, Poison: poison})
 }
 
 // ackAll acks the batch, in order; the first error is returned (the

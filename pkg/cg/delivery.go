@@ -54,6 +54,28 @@ type deliverySink interface {
 	// (nothing else can come ahead of later messages). ok is false when
 	// nothing was left to hand back.
 	handBackOrphans(raw *nats.Msg) (after uint64, pending int, ok bool)
+
+	// The retry policy (JoinOptions.Retry), for a stage that hands several
+	// messages to one user call and so cannot leave the policy to handle
+	// (the batch stage). Without a policy, nothing waits and nothing is
+	// poison.
+	//
+	// poisonWaiting reports whether the policy must deal with raw alone
+	// before user code sees it (parked before, or its dead letter owed).
+	poisonWaiting(raw *nats.Msg) bool
+	// poisonFirst deals with such a message: it holds it parked again,
+	// dead-letters it, or retries its owed dead letter, and returns false;
+	// or it returns true when the message was released to be handled once
+	// more (user code must see it, alone).
+	poisonFirst(raw *nats.Msg) bool
+	// poisonNow takes the policy's action (dead-letter, park, stop) on
+	// raw, which user code failed on its own (err its last error).
+	poisonNow(raw *nats.Msg, err error)
+	// poisonHandled tells the policy user code handled raw and it was
+	// acked (a parked message released to retry is then forgotten).
+	poisonHandled(raw *nats.Msg)
+	// retryPolicy is the member's retry policy, nil without one.
+	retryPolicy() *RetryPolicy
 }
 
 // delivery is a stage. The runtime calls it from one goroutine (the
@@ -184,6 +206,33 @@ func (s bindingSink) acked(raw *nats.Msg) bool {
 }
 
 func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgress() }
+
+func (s bindingSink) poisonWaiting(raw *nats.Msg) bool {
+	return s.m.poison != nil && s.m.poison.waiting(raw)
+}
+
+func (s bindingSink) poisonFirst(raw *nats.Msg) bool {
+	return s.m.poison == nil || s.m.poison.first(s, raw)
+}
+
+func (s bindingSink) poisonNow(raw *nats.Msg, err error) {
+	if s.m.poison != nil {
+		s.m.poison.now(s, raw, err)
+	}
+}
+
+func (s bindingSink) poisonHandled(raw *nats.Msg) {
+	if s.m.poison != nil {
+		s.m.poison.handled(raw)
+	}
+}
+
+func (s bindingSink) retryPolicy() *RetryPolicy {
+	if s.m.poison == nil {
+		return nil
+	}
+	return &s.m.poison.pol
+}
 
 // maxOrphanNaks bounds the naks handBackOrphans sends.
 const maxOrphanNaks = 20000

@@ -143,7 +143,9 @@ type JoinOptions struct {
 	OnEvent func(Event)
 	// Batch, when set, hands messages to Batch.Handler in ordered batches
 	// (batch.go) instead of one at a time; the per-message handler given
-	// to the join must then be nil. Not combined with Concurrency above 1.
+	// to the join must then be nil. Not combined with Concurrency above 1;
+	// with Retry, a batch that keeps failing is split to find the message
+	// the policy then applies to.
 	Batch *BatchOptions
 	// Retry, when set, bounds the retries of a failing message and says
 	// what to do with it then: dead-letter, park or stop (poison_api.go).
@@ -334,9 +336,6 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 	m.obs = newObservers(opts.Observers)
 	if err := opts.Retry.Validate(); err != nil {
 		return opts, err
-	}
-	if opts.Retry != nil && opts.Batch != nil {
-		return opts, fmt.Errorf("%w: a retry policy and batch delivery cannot be combined yet (a failing batch is retried whole, then the member stops): use one of them", ErrInvalidBatch)
 	}
 	v, err := m.c.ServerVersion()
 	if err != nil {
@@ -534,7 +533,12 @@ func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error
 	if resumed != "" {
 		m.resumed = resumed
 	}
-	go m.keepPosition(m.bound)
+	m.mu.Lock()
+	b := m.bound // nil already when a stop came as soon as it was attached
+	m.mu.Unlock()
+	if b != nil {
+		go m.keepPosition(b)
+	}
 	return nil
 }
 
