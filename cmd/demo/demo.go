@@ -73,7 +73,9 @@ type Options struct {
 	Concurrency int
 	// Limit bounds the whole run.
 	Limit time.Duration
-	// Batch is the batches walkthrough's batch size (0: its default).
+	// Batch is the batches walkthrough's batch size (0: its default); the
+	// poison walkthrough's members consume in batches of it when it is set
+	// (0: one message at a time, on lanes).
 	Batch int
 	// Web serves the dashboard of the demo's group on WebListen while the
 	// walkthrough runs, and WebHold more after the verdict.
@@ -131,7 +133,11 @@ its Cg- headers while the rest flows, and its customer's later orders are
 handled only after it. The verdict counts the dead letters (1, headers
 checked), the poison key's messages handled too early (0), per-key order
 violations and lost messages (0); --keys, --rate, --sleep, --phase (the
-traffic time) and --ack-wait apply.
+traffic time) and --ack-wait apply. With --batch N the members consume in
+ordered batches of N instead (as consume --batch N): the batch holding the
+refund fails its 3 attempts, is split in halves until the refund fails
+alone, and only the refund is dead-lettered; the rest of the batch is
+handled, in order.
 
 workers: the static group fulfillment over m1 and m2 as in static, each
 member run as cg static consume ... --exec handle.sh --concurrency 4: a shell
@@ -161,6 +167,7 @@ that members can be added and dropped from the page; interrupt to end.`,
   cg demo elastic --phase 3s --json > verdict.json
   cg demo batches --batch 20
   cg demo poison
+  cg demo poison --batch 10
   cg demo workers
   cg demo elastic --web --web-hold 10m`,
 		ValidArgs: []string{Static, Elastic, Batches, Poison, Workers},
@@ -197,6 +204,9 @@ that members can be added and dropped from the page; interrupt to end.`,
 			if opts.Batch > 100 {
 				return cmdutil.UsageErrorf("--batch %d is too large for the demo's traffic: use at most 100, such as 10", opts.Batch)
 			}
+			if opts.Walkthrough == Poison && !cmd.Flags().Changed("batch") {
+				opts.Batch = 0
+			}
 			if opts.Walkthrough == Batches && !cmd.Flags().Changed("rate") {
 				opts.Rate = batchRate
 			}
@@ -222,7 +232,7 @@ that members can be added and dropped from the page; interrupt to end.`,
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
 	cmdutil.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
 	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 4, 1, "4", "handler calls at once in m2's instance (static walkthrough); per-key order is kept")
-	cmdutil.CountVar(fs, &opts.Batch, "batch", defaultBatchSize, 1, "10", "batch size of the batches walkthrough's instances (at most 100)")
+	cmdutil.CountVar(fs, &opts.Batch, "batch", defaultBatchSize, 1, "10", "batch size of the batches walkthrough's instances, and, given with poison, of its members (at most 100)")
 	fs.BoolVar(&opts.Web, "web", false, "serve the group's live dashboard on loopback while the walkthrough runs (prints its URL)")
 	fs.StringVar(&opts.WebListen, "web-listen", defaultWebListen, "address of the --web dashboard, a loopback host:port (port 0 picks a free one)")
 	fs.DurationVar(&opts.WebHold, "web-hold", 0, "with --web, keep the dashboard and the group running this long after the verdict, such as 5m")
