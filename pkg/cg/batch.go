@@ -595,6 +595,10 @@ var errAbandoned = errors.New("abandoned: the instance let go of the consumer")
 // back.
 func (s *batchStage) work(items []*batchItem) {
 	no := s.m.batchNo.Add(1)
+	attempts := s.o.MaxAttempts
+	if s.retry && len(items) == 1 && s.sink.poisonWaiting(items[0].raw) {
+		attempts = 1 // a parked message released to be retried once more
+	}
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && !s.readmit(items) {
 			s.report(no, items, attempt-1, false, errAbandoned, true, 0)
@@ -606,7 +610,7 @@ func (s *batchStage) work(items []*batchItem) {
 			return
 		}
 		gone := s.isHandingBack() || s.m.ctx.Err() != nil
-		exhausted := attempt >= s.o.MaxAttempts
+		exhausted := attempt >= attempts
 		split := exhausted && s.retry && !gone
 		s.report(no, items, attempt, false, err, gone || exhausted && !split, 0)
 		if gone {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -207,6 +209,22 @@ func TestBatchPoisonParkHoldsUntilReleased(t *testing.T) {
 	if log.calls() != calls {
 		t.Fatalf("the parked message was handed over again while parked")
 	}
+	// Released while still failing: one more call, alone, then parked again.
+	if _, err := env.c.Release(context.Background(), KindStatic, "ORDERS", "g", "m1", ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "the released message retried once", func() bool { return log.calls() == calls+1 })
+	natstest.Eventually(t, 30*time.Second, "parked again", func() bool {
+		rep, _ := env.c.Poison(context.Background(), KindStatic, "ORDERS", "g")
+		mp, _ := rep.Member("m1")
+		return len(mp.Parked) == 1 && mp.Parked[0].Release == ""
+	})
+	log.mu.Lock()
+	last := log.poisonIn[len(log.poisonIn)-1]
+	log.mu.Unlock()
+	if n := log.total(); n != before || last != 1 {
+		t.Fatalf("after a failed retry: %d acked (want %d), the retry's call held %d message(s) (want 1)", n, before, last)
+	}
 	mu.Lock()
 	failing = false
 	mu.Unlock()
@@ -215,8 +233,8 @@ func TestBatchPoisonParkHoldsUntilReleased(t *testing.T) {
 	}
 	natstest.Eventually(t, 60*time.Second, "all handled after the release", func() bool { return log.total() == poisonTotal })
 	log.check(t, poisonTotal/poisonKeys, true)
-	if log.calls() != calls+1 {
-		t.Fatalf("released message handed over %d more times, want 1", log.calls()-calls)
+	if log.calls() != calls+2 {
+		t.Fatalf("released message handed over %d more times, want 2 (one per release)", log.calls()-calls)
 	}
 	natstest.Eventually(t, 30*time.Second, "the park cleared", func() bool {
 		rep, _ := env.c.Poison(context.Background(), KindStatic, "ORDERS", "g")
@@ -259,4 +277,60 @@ func TestBatchPoisonStopNamesTheMessage(t *testing.T) {
 	if ci.AckFloor.Stream >= pe.Sequence {
 		t.Fatalf("ack floor %d passed the poison message %d", ci.AckFloor.Stream, pe.Sequence)
 	}
+}
+
+// The dead-letter stream is removed after the member started: the poison
+// message found by the halving is held (everything behind it waiting) and
+// only its publish is retried, never the handler; the member's next
+// instance, started while the dead letter is still owed, publishes it
+// without handing it over either.
+func TestBatchPoisonDeadLetterOwedNotHandledAgain(t *testing.T) {
+	env := poisonSetup(t, 220)
+	log := newBatchPoisonLog()
+	events := newPoisonLog()
+	ready := make(chan struct{})
+	pol := &RetryPolicy{MaxDeliver: 2, Backoff: []time.Duration{10 * time.Millisecond}, DeadLetter: "dlq.orders"}
+	m, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", nil, JoinOptions{
+		Batch: log.options(10, blockFirst(ready)), Retry: pol, OnEvent: events.onEvent,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := fallbackCtx(t)
+	if err := env.js.DeleteStream(ctx, "DLQ"); err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	natstest.Eventually(t, 30*time.Second, "two failed dead-letter publishes", func() bool {
+		return events.warnings("dead letter of message") >= 2
+	})
+	calls := log.calls()
+	log.mu.Lock()
+	pseq := log.poisonSeq
+	log.mu.Unlock()
+	natstest.Eventually(t, 30*time.Second, "everything ahead of it acked", func() bool { return log.total() == int(pseq)-1 })
+	m.Stop()
+	if log.calls() != calls || log.total() != int(pseq)-1 {
+		t.Fatalf("while its dead letter was owed: %d more calls held it, %d acked (want 0 more, %d)", log.calls()-calls, log.total(), pseq-1)
+	}
+	// The stream comes back and the next instance starts (it refuses a
+	// dead-letter subject nothing captures): the owed record says the
+	// handler is done with the message.
+	if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DLQ", Subjects: []string{"dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := env.c.JoinStatic(context.Background(), "ORDERS", "g", "m1", nil, JoinOptions{
+		Batch: log.options(10, func() bool { return true }), Retry: pol,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Stop()
+	natstest.Eventually(t, 60*time.Second, "dead-lettered, all the rest handled", func() bool {
+		return dlqCount(env.js) == 1 && log.total() == 219
+	})
+	if log.calls() != calls {
+		t.Fatalf("the owed message was handed over %d more times, want 0", log.calls()-calls)
+	}
+	log.check(t, 11, false)
 }
