@@ -211,39 +211,37 @@ func (o JoinOptions) batchDefaults() (JoinOptions, error) {
 	return o, nil
 }
 
+// batchSpec describes the batch stage (stage.go).
+var batchSpec = stageSpec{
+	name:   "batch",
+	chosen: func(o JoinOptions) bool { return o.Batch != nil },
+	handler: func(h Handler) error {
+		if h != nil {
+			return fmt.Errorf("%w: give a message handler or batch options with a batch handler, not both", ErrInvalidBatch)
+		}
+		return nil
+	},
+	defaults:        JoinOptions.batchDefaults,
+	consumerProblem: batchAckPendingProblem,
+	build: func(o JoinOptions, st *stageState, sink deliverySink) delivery {
+		return newBatchStage(o, &st.batches, sink)
+	},
+}
+
 // batchAckPendingProblem refuses an existing member consumer whose max ack
 // pending is below the batch size.
-func (m *Member) batchAckPendingProblem(cc jetstream.ConsumerConfig) error {
-	if m.opts.Batch == nil || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Batch.Size {
+func batchAckPendingProblem(o JoinOptions, consumer, stream string, cc jetstream.ConsumerConfig) error {
+	if o.Batch == nil || cc.MaxAckPending < 0 || cc.MaxAckPending >= o.Batch.Size {
 		return nil
 	}
 	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance gathers batches of %d, which could never fill; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or use batches of %d",
-		ErrConsumerConflict, m.consumer, m.cstream, cc.MaxAckPending, m.opts.Batch.Size, m.opts.MaxAckPending, max(cc.MaxAckPending, 1))
+		ErrConsumerConflict, consumer, stream, cc.MaxAckPending, o.Batch.Size, o.MaxAckPending, max(cc.MaxAckPending, 1))
 }
-
-// message builds the handler's Msg of raw, as handle does.
-func (s bindingSink) message(raw *nats.Msg) (*Msg, jsMsg) {
-	subject, p := StripPartition(raw.Subject)
-	js := s.msg(raw)
-	return &Msg{Msg: batchMsgGuard{js}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")}, js
-}
-
-// batchMsgGuard is a batch message as the handler sees it: everything but
-// settling it.
-type batchMsgGuard struct{ jsMsg }
-
-func (batchMsgGuard) Ack() error                         { return ErrBatchAck }
-func (batchMsgGuard) DoubleAck(context.Context) error    { return ErrBatchAck }
-func (batchMsgGuard) Nak() error                         { return ErrBatchAck }
-func (batchMsgGuard) NakWithDelay(time.Duration) error   { return ErrBatchAck }
-func (batchMsgGuard) InProgress() error                  { return ErrBatchAck }
-func (batchMsgGuard) Term() error                        { return ErrBatchAck }
-func (batchMsgGuard) TermWithReason(reason string) error { return ErrBatchAck }
 
 // batchStage is the batch delivery stage (see the top of the file).
 type batchStage struct {
-	m         *Member
 	sink      deliverySink
+	numbers   *atomic.Uint64 // numbers the instance's batches, across bindings
 	o         BatchOptions
 	ackWait   time.Duration
 	holdFor   time.Duration
@@ -290,16 +288,15 @@ type batchItem struct {
 	at      time.Time // accepted
 	kept    time.Time // accepted or last kept alive
 	msg     *Msg
-	js      jsMsg
 	settled atomic.Bool // acked or nak'ed (read by keepAlive)
 }
 
-func (m *Member) newBatchStage(sink deliverySink) *batchStage {
+func newBatchStage(o JoinOptions, numbers *atomic.Uint64, sink deliverySink) *batchStage {
 	s := &batchStage{
-		m: m, sink: sink, o: *m.opts.Batch,
-		ackWait:   m.opts.AckWait,
-		holdFor:   m.opts.AckWait + holdMargin,
-		keepEvery: max(m.opts.AckWait/2, 10*time.Millisecond),
+		sink: sink, numbers: numbers, o: *o.Batch,
+		ackWait:   o.AckWait,
+		holdFor:   o.AckWait + holdMargin,
+		keepEvery: max(o.AckWait/2, 10*time.Millisecond),
 		quit:      make(chan struct{}),
 		runDone:   make(chan struct{}),
 		stopKeep:  make(chan struct{}),
@@ -477,12 +474,7 @@ func (s *batchStage) admit(items []*batchItem) []*batchItem {
 			continue
 		}
 		if q.msg == nil {
-			if bs, ok := s.sink.(bindingSink); ok {
-				q.msg, q.js = bs.message(q.raw)
-			} else {
-				subject, p := StripPartition(q.raw.Subject)
-				q.msg = &Msg{subject: subject, partition: p, pinID: q.raw.Header.Get("Nats-Pin-Id")}
-			}
+			q.msg = s.sink.unsettledMsg(q.raw, ErrBatchAck)
 		}
 		out = append(out, q)
 	}
@@ -556,7 +548,7 @@ func (s *batchStage) requeue(items []*batchItem) {
 		if found {
 			continue
 		}
-		s.queue = slices.Insert(s.queue, i, &batchItem{raw: q.raw, seq: q.seq, at: q.at, kept: q.kept, msg: q.msg, js: q.js})
+		s.queue = slices.Insert(s.queue, i, &batchItem{raw: q.raw, seq: q.seq, at: q.at, kept: q.kept, msg: q.msg})
 	}
 	s.cond.Broadcast()
 }
@@ -594,7 +586,7 @@ var errAbandoned = errors.New("abandoned: the instance let go of the consumer")
 // abandoned. Messages it leaves unsettled are nak'ed by run on the hand
 // back.
 func (s *batchStage) work(items []*batchItem) {
-	no := s.m.batchNo.Add(1)
+	no := s.numbers.Add(1)
 	attempts := s.o.MaxAttempts
 	if s.retry && len(items) == 1 && s.sink.poisonWaiting(items[0].raw) {
 		attempts = 1 // a parked message released to be retried once more
@@ -609,7 +601,7 @@ func (s *batchStage) work(items []*batchItem) {
 			s.report(no, items, attempt, ackErr == nil, ackErr, true, 0)
 			return
 		}
-		gone := s.isHandingBack() || s.m.ctx.Err() != nil
+		gone := s.isHandingBack() || s.sink.ctx().Err() != nil
 		exhausted := attempt >= attempts
 		split := exhausted && s.retry && !gone
 		s.report(no, items, attempt, false, err, gone || exhausted && !split, 0)
@@ -625,8 +617,8 @@ func (s *batchStage) work(items []*batchItem) {
 		}
 		if exhausted {
 			first, last := items[0].seq, items[len(items)-1].seq
-			go s.m.finish(fmt.Errorf("%w: batch %d (stream sequences %d-%d, %d messages) failed %d time(s), last: %v; it was left unacked for the next instance of member %s",
-				ErrBatchFailed, no, first, last, len(items), attempt, err, s.m.member), CauseBatchFailed, reasonBatchFailed)
+			s.sink.fail(fmt.Errorf("%w: batch %d (stream sequences %d-%d, %d messages) failed %d time(s), last: %v; it was left unacked for the next instance of the member",
+				ErrBatchFailed, no, first, last, len(items), attempt, err), CauseBatchFailed, reasonBatchFailed)
 			<-s.quit
 			return
 		}
@@ -671,7 +663,7 @@ func (s *batchStage) isolate(no uint64, attempt int, items []*batchItem, err err
 				continue
 			}
 		}
-		if s.isHandingBack() || s.m.ctx.Err() != nil {
+		if s.isHandingBack() || s.sink.ctx().Err() != nil {
 			s.report(no, p, attempt, false, err, true, 0)
 			<-s.quit
 			return
@@ -713,7 +705,7 @@ func (s *batchStage) call(no uint64, attempt int, items []*batchItem) (err, ackE
 	for i, q := range items {
 		msgs[i] = q.msg
 	}
-	ctx, cancel := context.WithCancel(s.m.ctx)
+	ctx, cancel := context.WithCancel(s.sink.ctx())
 	s.mu.Lock()
 	s.callCancel = cancel
 	s.handed = true
@@ -722,10 +714,7 @@ func (s *batchStage) call(no uint64, attempt int, items []*batchItem) (err, ackE
 		cancel()
 	}
 	s.mu.Unlock()
-	var obs func(MessageResult)
-	if s.m.obs != nil {
-		obs = s.m.observeBatch(ctx, no, items) // observe.go
-	}
+	obs := s.sink.observeBatch(ctx, no, items) // nil without observers
 	err = s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
 	cancel()
 	s.mu.Lock()
@@ -769,15 +758,10 @@ func (s *batchStage) ackAll(items []*batchItem) error {
 	var first error
 	for _, q := range items {
 		var err error
-		switch {
-		case q.js.m == nil:
-			err = q.raw.Ack()
-		case s.o.DoubleAck:
-			ctx, cancel := context.WithTimeout(context.Background(), min(s.ackWait, doubleAckTimeout))
-			err = q.js.DoubleAck(ctx)
-			cancel()
-		default:
-			err = q.js.Ack()
+		if s.o.DoubleAck {
+			err = s.sink.ack(q.raw, min(s.ackWait, doubleAckTimeout))
+		} else {
+			err = s.sink.ack(q.raw, 0)
 		}
 		q.settled.Store(true)
 		if err != nil && first == nil {

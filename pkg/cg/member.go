@@ -2,7 +2,6 @@ package cg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -74,14 +73,8 @@ type Member struct {
 	once       sync.Once
 	done       chan struct{}
 
-	// keyOf reads the partitioning key off a delivered subject, for a
-	// concurrent instance's lanes (lanes.go).
-	keyOf func(subject string) (string, bool)
-	// batchNo numbers this instance's batches (batch.go).
-	batchNo atomic.Uint64
-
-	// poison handles failing messages under JoinOptions.Retry (poison.go).
-	poison *poisonState
+	// stages is what the delivery stages keep across bindings (stage.go).
+	stages stageState
 	// obs are JoinOptions.Observers' hooks (observe.go); nil without any.
 	obs *observers
 
@@ -113,11 +106,8 @@ type binding struct {
 }
 
 func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOptions, error) {
-	if h == nil && opts.Batch == nil {
-		return opts, errors.New("a message handler is required")
-	}
-	if h != nil && opts.Batch != nil {
-		return opts, fmt.Errorf("%w: give a message handler or batch options with a batch handler, not both", ErrInvalidBatch)
+	if err := stageOf(opts).handler(h); err != nil {
+		return opts, err
 	}
 	for _, n := range [][2]string{{"stream", m.stream}, {"group", m.group}, {"member", m.member}} {
 		if err := ValidateName(n[0], n[1]); err != nil {
@@ -129,9 +119,6 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 		return opts, err
 	}
 	m.obs = newObservers(opts.Observers)
-	if err := opts.Retry.Validate(); err != nil {
-		return opts, err
-	}
 	v, err := m.c.ServerVersion()
 	if err != nil {
 		return opts, err
@@ -560,7 +547,7 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		m.cancel()
 		m.kind.halt() // no rebinding behind our back
 		how := releaseKeep
-		if cause == CauseStopRequested || cause == CauseBatchFailed {
+		if unpinsOnStop(cause) {
 			how = releaseUnpin
 		}
 		if cause == CauseReleasedToRebalance {

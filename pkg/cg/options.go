@@ -119,11 +119,7 @@ func (o JoinOptions) withDefaults() (JoinOptions, error) {
 	if o.AckWait == 0 {
 		o.AckWait = DefaultAckWait
 	}
-	o, err := o.batchDefaults()
-	if err != nil {
-		return o, err
-	}
-	o, err = o.lanesDefaults()
+	o, err := o.stageDefaults()
 	if err != nil {
 		return o, err
 	}

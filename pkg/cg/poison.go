@@ -251,7 +251,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		}
 		ps.apply(e.Key(), e.Value(), e.Revision(), false)
 	}
-	m.poison = ps
+	m.stages.poison = ps
 	return nil
 }
 
@@ -388,7 +388,7 @@ func (ps *poisonState) keepParked() {
 // holdUntil tells the lane stage how long to hold the key of raw, which
 // ended unacked: past its backoff, or until it comes back when parked.
 func (s bindingSink) holdUntil(raw *nats.Msg) (time.Time, bool) {
-	ps := s.m.poison
+	ps := s.m.stages.poison
 	if ps == nil {
 		return time.Time{}, false
 	}
@@ -711,10 +711,10 @@ func (ps *poisonState) recordLater(rec ParkedMessage) {
 // keyOf is the partitioning key of a subject when the member reads keys
 // (concurrent instances), else "".
 func (ps *poisonState) keyOf(subject string) string {
-	if ps.m.keyOf == nil {
+	if ps.m.stages.keyOf == nil {
 		return ""
 	}
-	if k, ok := ps.m.keyOf(subject); ok {
+	if k, ok := ps.m.stages.keyOf(subject); ok {
 		return k
 	}
 	return ""
