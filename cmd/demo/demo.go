@@ -76,7 +76,9 @@ type Options struct {
 	Concurrency int
 	// Limit bounds the whole run.
 	Limit time.Duration
-	// Batch is the batches walkthrough's batch size (0: its default).
+	// Batch is the batches walkthrough's batch size (0: its default); the
+	// poison walkthrough's members consume in batches of it when it is set
+	// (0: one message at a time, on lanes).
 	Batch int
 	// Web serves the dashboard of the demo's group on WebListen while the
 	// walkthrough runs, and WebHold more after the verdict.
@@ -135,7 +137,11 @@ its Cg- headers while the rest flows, and its customer's later orders are
 handled only after it. The verdict counts the dead letters (1, headers
 checked), the poison key's messages handled too early (0), per-key order
 violations and lost messages (0); --keys, --rate, --sleep, --phase (the
-traffic time) and --ack-wait apply.
+traffic time) and --ack-wait apply. With --batch N the members consume in
+ordered batches of N instead (as consume --batch N): the batch holding the
+refund fails its 3 attempts, is split in halves until the refund fails
+alone, and only the refund is dead-lettered; the rest of the batch is
+handled, in order.
 
 workers: the static group fulfillment over m1 and m2 as in static, each
 member run as cg static consume ... --exec handle.sh --concurrency 4: a shell
@@ -165,6 +171,7 @@ that members can be added and dropped from the page; interrupt to end.`,
   cg demo elastic --phase 3s --json > verdict.json
   cg demo batches --batch 20
   cg demo poison
+  cg demo poison --batch 10
   cg demo workers
   cg demo elastic --web --web-hold 10m`,
 		ValidArgs: []string{Static, Elastic, Batches, Poison, Workers},
@@ -201,8 +208,12 @@ that members can be added and dropped from the page; interrupt to end.`,
 			if opts.Batch > 100 {
 				return cmdutil.UsageErrorf("--batch %d is too large for the demo's traffic: use at most 100, such as 10", opts.Batch)
 			}
-			if r := walkthroughs[opts.Walkthrough].rate; r > 0 && !cmd.Flags().Changed("rate") {
-				opts.Rate = r
+			wt := walkthroughs[opts.Walkthrough]
+			if wt.batchIfGiven && !cmd.Flags().Changed("batch") {
+				opts.Batch = 0
+			}
+			if wt.rate > 0 && !cmd.Flags().Changed("rate") {
+				opts.Rate = wt.rate
 			}
 			if opts.Rate == 0 || opts.Rate > 2000 {
 				return cmdutil.UsageErrorf("--rate %s is out of range for the demo: use more than 0 and at most 2000/s, such as 50/s", traffic.FormatRate(opts.Rate))
@@ -226,7 +237,7 @@ that members can be added and dropped from the page; interrupt to end.`,
 	fs.IntVarP(&opts.Port, "port", "p", 0, "port of the embedded server (0 picks a free one)")
 	cmdutil.DurationVar(fs, &opts.Phase, "phase", 6*time.Second, "6s", "traffic time between the steps (at most 10s)")
 	cmdutil.CountVar(fs, &opts.Concurrency, "concurrency", 4, 1, "4", "handler calls at once in m2's instance (static walkthrough); per-key order is kept")
-	cmdutil.CountVar(fs, &opts.Batch, "batch", defaultBatchSize, 1, "10", "batch size of the batches walkthrough's instances (at most 100)")
+	cmdutil.CountVar(fs, &opts.Batch, "batch", defaultBatchSize, 1, "10", "batch size of the batches walkthrough's instances, and, given with poison, of its members (at most 100)")
 	fs.BoolVar(&opts.Web, "web", false, "serve the group's live dashboard on loopback while the walkthrough runs (prints its URL)")
 	fs.StringVar(&opts.WebListen, "web-listen", defaultWebListen, "address of the --web dashboard, a loopback host:port (port 0 picks a free one)")
 	fs.DurationVar(&opts.WebHold, "web-hold", 0, "with --web, keep the dashboard and the group running this long after the verdict, such as 5m")
@@ -335,15 +346,17 @@ type walkthrough interface {
 
 // walkthroughs are cg demo's stories by name: start makes one over the
 // run's shared state; rate is its traffic when --rate is not given (0:
-// the flag's default).
+// the flag's default); batchIfGiven: it runs batches only when --batch is
+// given (else Options.Batch is 0).
 var walkthroughs = map[string]struct {
-	start func(*demo) walkthrough
-	rate  float64
+	start        func(*demo) walkthrough
+	rate         float64
+	batchIfGiven bool
 }{
 	Static:  {start: func(d *demo) walkthrough { return &staticWalk{demo: d} }},
 	Elastic: {start: func(d *demo) walkthrough { return &elasticWalk{demo: d} }},
 	Batches: {start: func(d *demo) walkthrough { return &batchWalk{demo: d} }, rate: batchRate},
-	Poison:  {start: func(d *demo) walkthrough { return &poisonWalk{demo: d, poisonKey: d.keys[len(d.keys)/2]} }},
+	Poison:  {start: func(d *demo) walkthrough { return &poisonWalk{demo: d, poisonKey: d.keys[len(d.keys)/2]} }, batchIfGiven: true},
 	Workers: {start: func(d *demo) walkthrough { return &workersWalk{demo: d} }},
 }
 

@@ -34,11 +34,14 @@ type BatchLine struct {
 	Attempt  int    `json:"attempt"`
 	Final    bool   `json:"final"`
 	Error    string `json:"error,omitempty"`
+	// Poison: under a retry policy, the action taken on a part of one
+	// message that failed on its own (dead-letter, park, stop).
+	Poison string `json:"poison,omitempty"`
 }
 
 // batchFlags binds --batch, --batch-wait and --fail-every.
 func (o *ConsumeOptions) batchFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.Batch, "batch", 0, "hand messages to the handler in ordered batches of up to N (all under one pin, acked together after the batch succeeded, a failed batch retried whole and in order); 0: one at a time. Max ack pending defaults to 4×N; at most "+strconv.Itoa(cg.MaxBatchSize)+" (a batch holds its messages, four batches' worth pulled ahead)")
+	fs.IntVar(&o.Batch, "batch", 0, "hand messages to the handler in ordered batches of up to N (all under one pin, acked together after the batch succeeded, a failed batch retried whole and in order; under --max-deliver, a batch that fails every attempt is split until the message that fails alone is found, and --on-poison applies to it only); 0: one at a time. Max ack pending defaults to 4×N; at most "+strconv.Itoa(cg.MaxBatchSize)+" (a batch holds its messages, four batches' worth pulled ahead)")
 	cmdutil.DurationVar(fs, &o.BatchWait, "batch-wait", 0, "100ms", "with --batch, how long to gather after a batch's first message before handing over fewer than N (0: 100ms)")
 	fs.IntVar(&o.FailEvery, "fail-every", 0, "with --batch, fail the first attempt of every K-th batch, to watch it retried in order (a failing sink, for demos); 0: never")
 }
@@ -63,11 +66,6 @@ func (o *ConsumeOptions) checkBatch(fs *pflag.FlagSet) error {
 	}
 	if fs.Changed("concurrency") && o.Concurrency > 1 {
 		return cmdutil.UsageErrorf("--batch and --concurrency %d cannot be combined: a batch is the member's next messages in order under one pin; use one of them (more members scale batches)", o.Concurrency)
-	}
-	for _, f := range []string{"max-deliver", "backoff", "on-poison", "dead-letter", "fail-subject"} {
-		if fs.Changed(f) {
-			return cmdutil.UsageErrorf("--batch and --%s cannot be combined yet: a batch is retried whole (a failing batch stops the member after its attempts); leave one of them out", f)
-		}
 	}
 	if fs.Changed("order") {
 		return cmdutil.UsageErrorf("--order works only with --concurrency, which --batch does not combine with: leave --order out (a batch keeps the member's stream order)")
@@ -109,6 +107,7 @@ func (r *batchRun) handle(ctx context.Context, b *cg.Batch) error {
 		// Gathered while stopping after --count: handed back unacked.
 		return errCountReached
 	}
+	failed := false // a message matches --fail-subject: the attempt fails
 	for _, m := range b.Msgs {
 		start := time.Now()
 		var check traffic.Check
@@ -133,6 +132,9 @@ func (r *batchRun) handle(ctx context.Context, b *cg.Batch) error {
 		if r.verifier != nil {
 			line.Key, line.KeySeq, line.Check = key, keySeq, string(check.Outcome)
 		}
+		if o.Poison.fails(m.Subject()) {
+			line.Failed, failed = true, true
+		}
 		r.mu.Lock()
 		if o.F.JSON {
 			_ = r.js.Encode(line)
@@ -152,6 +154,9 @@ func (r *batchRun) handle(ctx context.Context, b *cg.Batch) error {
 					extra += " " + r.cs.Red("OUT OF ORDER")
 				}
 			}
+			if line.Failed {
+				extra += " " + r.cs.Red("fails (--fail-subject "+o.Poison.FailSubject+")")
+			}
 			fmt.Fprintf(r.out, "[%s] p%-3d %s seq=%d pin=%s batch=%d%s\n", r.who, line.Partition, line.Subject, line.StreamSeq, shortPin(line.PinID), b.Number, extra)
 		}
 		r.mu.Unlock()
@@ -163,6 +168,9 @@ func (r *batchRun) handle(ctx context.Context, b *cg.Batch) error {
 	}
 	if o.work != nil {
 		return o.work.handleBatch(b)
+	}
+	if failed {
+		return errFailSubject(o.Poison.FailSubject)
 	}
 	if o.FailEvery > 0 && b.Number%uint64(o.FailEvery) == 0 && b.Attempt == 1 {
 		return fmt.Errorf("simulated sink failure (--fail-every %d)", o.FailEvery)
@@ -179,15 +187,21 @@ func (r *batchRun) report(e cg.BatchEvent) {
 	if errors.Is(e.Err, errCountReached) {
 		return
 	}
-	line := BatchLine{Type: "batch", Member: o.Member, Batch: e.Number, Size: e.Size, Acked: e.Acked, FirstSeq: e.FirstSeq, LastSeq: e.LastSeq, Attempt: e.Attempt, Final: e.Final}
+	line := BatchLine{Type: "batch", Member: o.Member, Batch: e.Number, Size: e.Size, Acked: e.Acked, FirstSeq: e.FirstSeq, LastSeq: e.LastSeq, Attempt: e.Attempt, Final: e.Final, Poison: e.Poison.String()}
 	if e.Err != nil {
 		line.Error = hints.Error(e.Err)
 	}
 	r.mu.Lock()
+	if !e.Acked && e.Err != nil && (o.Poison.set || o.Poison.FailSubject != "") {
+		r.sum.Failed += e.Size
+	}
 	switch {
 	case e.Acked:
 		r.sum.Handled += e.Size
 		r.sum.Acked += e.Size
+	case e.Poison != 0:
+		// Failed alone: the poison line says what became of it.
+		r.sum.Handled += e.Size
 	case e.Final && e.Err != nil:
 		r.sum.Handled += e.Size
 		r.sum.AckFailed += e.Size
@@ -199,6 +213,8 @@ func (r *batchRun) report(e cg.BatchEvent) {
 		outcome := r.cs.Green("acked")
 		switch {
 		case e.Acked:
+		case e.Poison != 0:
+			outcome = r.cs.Red("failed alone, poison (" + e.Poison.String() + "): " + line.Error)
 		case !e.Final:
 			outcome = r.cs.Yellow("failed, retrying: " + line.Error)
 		default:

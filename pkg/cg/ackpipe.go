@@ -210,3 +210,21 @@ func (p *ackPipe) close() {
 	p.timer.Stop()
 	_ = p.sub.Unsubscribe()
 }
+
+// pipeAcks gives binding b an ack pipe when its delivery stage can hold a
+// key while the key's ack awaits its reply: only the lane stage can, and
+// only without a retry policy or observers, which settle a message by
+// what its handler call left behind.
+func (m *Member) pipeAcks(b *binding, stage delivery) *ackPipe {
+	ls, ok := stage.(*laneStage)
+	if !ok || m.stages.poison != nil || m.obs != nil {
+		return nil
+	}
+	p, err := newAckPipe(b.puller.nc, min(m.opts.AckWait, doubleAckTimeout), b.acked)
+	if err != nil {
+		return nil
+	}
+	p.settled = ls.ackSettled
+	b.acks = p
+	return p
+}

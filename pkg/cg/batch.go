@@ -32,6 +32,19 @@ import (
 // skip the batch or hand it back and carry on: carrying on would let later
 // messages reach the sink before it, which is what a batch must never do.
 //
+// Under a retry policy (JoinOptions.Retry) the policy bounds the batch
+// instead: MaxDeliver calls of the whole batch (when set), its Backoff
+// between them (when set). A batch that fails them all is split in halves
+// and each part called once, in stream order: a part that succeeds is
+// acked, one that fails is halved again, until a part of one message
+// fails, which is poison, and the policy's action is taken on it alone.
+// Dead-lettered, it lets the member go on with the rest; parked, it holds
+// everything behind it (a batch member is one ordering domain) until it is
+// released; stop stops the instance with a *PoisonError. A message parked
+// before, or whose dead letter is owed, is dealt with alone by the policy
+// before anything behind it reaches the handler; one released to be
+// retried is handed over alone, with the batch's attempts.
+//
 // Acks. cg's member consumers (and the reference library's) are explicit
 // ack, so cg acks each message of a batch, in order (DoubleAck: each with a
 // confirmed ack). One ack of the last message (AckAll) would settle the
@@ -92,9 +105,12 @@ type BatchOptions struct {
 	Handler BatchHandler
 	// MaxAttempts is how many calls a batch gets before the instance
 	// gives up and stops (ErrBatchFailed). 0 is DefaultBatchMaxAttempts.
+	// A retry policy's MaxDeliver, when set, takes its place, and the
+	// instance then looks for the failing message instead of stopping.
 	MaxAttempts int
 	// Backoff is the delay before attempt 2, 3, ...; the last repeats.
-	// nil is DefaultBatchBackoff.
+	// nil is DefaultBatchBackoff. A retry policy's Backoff, when set,
+	// takes its place.
 	Backoff []time.Duration
 	// DoubleAck acks each message with a confirmed double ack.
 	DoubleAck bool
@@ -111,9 +127,14 @@ type BatchEvent struct {
 	Attempt           int
 	Acked             bool  // every message of the batch was acked
 	Err               error // the handler's error, or the first ack's that failed
-	// Final: the batch is done with on this instance (acked, given up
-	// after MaxAttempts, or abandoned to a stop or release).
+	// Final: the batch (or, once split, this part of it) is done with on
+	// this instance (acked, given up after MaxAttempts, found poison, or
+	// abandoned to a stop or release).
 	Final bool
+	// Poison, under a retry policy, is the action taken on a part of one
+	// message that failed on its own (dead-letter, park, stop); 0 for
+	// anything else.
+	Poison PoisonAction
 }
 
 // Defaults of BatchOptions.
@@ -190,39 +211,37 @@ func (o JoinOptions) batchDefaults() (JoinOptions, error) {
 	return o, nil
 }
 
+// batchSpec describes the batch stage (stage.go).
+var batchSpec = stageSpec{
+	name:   "batch",
+	chosen: func(o JoinOptions) bool { return o.Batch != nil },
+	handler: func(h Handler) error {
+		if h != nil {
+			return fmt.Errorf("%w: give a message handler or batch options with a batch handler, not both", ErrInvalidBatch)
+		}
+		return nil
+	},
+	defaults:        JoinOptions.batchDefaults,
+	consumerProblem: batchAckPendingProblem,
+	build: func(o JoinOptions, st *stageState, sink deliverySink) delivery {
+		return newBatchStage(o, &st.batches, sink)
+	},
+}
+
 // batchAckPendingProblem refuses an existing member consumer whose max ack
 // pending is below the batch size.
-func (m *Member) batchAckPendingProblem(cc jetstream.ConsumerConfig) error {
-	if m.opts.Batch == nil || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Batch.Size {
+func batchAckPendingProblem(o JoinOptions, consumer, stream string, cc jetstream.ConsumerConfig) error {
+	if o.Batch == nil || cc.MaxAckPending < 0 || cc.MaxAckPending >= o.Batch.Size {
 		return nil
 	}
 	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance gathers batches of %d, which could never fill; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or use batches of %d",
-		ErrConsumerConflict, m.consumer, m.cstream, cc.MaxAckPending, m.opts.Batch.Size, m.opts.MaxAckPending, max(cc.MaxAckPending, 1))
+		ErrConsumerConflict, consumer, stream, cc.MaxAckPending, o.Batch.Size, o.MaxAckPending, max(cc.MaxAckPending, 1))
 }
-
-// message builds the handler's Msg of raw, as handle does.
-func (s bindingSink) message(raw *nats.Msg) (*Msg, jsMsg) {
-	subject, p := StripPartition(raw.Subject)
-	js := s.msg(raw)
-	return &Msg{Msg: batchMsgGuard{js}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")}, js
-}
-
-// batchMsgGuard is a batch message as the handler sees it: everything but
-// settling it.
-type batchMsgGuard struct{ jsMsg }
-
-func (batchMsgGuard) Ack() error                         { return ErrBatchAck }
-func (batchMsgGuard) DoubleAck(context.Context) error    { return ErrBatchAck }
-func (batchMsgGuard) Nak() error                         { return ErrBatchAck }
-func (batchMsgGuard) NakWithDelay(time.Duration) error   { return ErrBatchAck }
-func (batchMsgGuard) InProgress() error                  { return ErrBatchAck }
-func (batchMsgGuard) Term() error                        { return ErrBatchAck }
-func (batchMsgGuard) TermWithReason(reason string) error { return ErrBatchAck }
 
 // batchStage is the batch delivery stage (see the top of the file).
 type batchStage struct {
-	m         *Member
 	sink      deliverySink
+	numbers   *atomic.Uint64 // numbers the instance's batches, across bindings
 	o         BatchOptions
 	ackWait   time.Duration
 	holdFor   time.Duration
@@ -249,6 +268,14 @@ type batchStage struct {
 	barrierTill  time.Time
 	lastAccept   time.Time
 	timer        *time.Timer
+	// hold, under a retry policy, is the stream sequence of a message the
+	// policy holds (parked, or its dead letter owed): nothing is handed to
+	// user code until its redelivery is accepted, so it is dealt with
+	// again ahead of everything behind it.
+	hold uint64
+	// retry: under a retry policy a batch that failed every attempt is
+	// split until the message that fails is found (isolate).
+	retry bool
 
 	runDone  chan struct{}
 	stopKeep chan struct{}
@@ -261,20 +288,30 @@ type batchItem struct {
 	at      time.Time // accepted
 	kept    time.Time // accepted or last kept alive
 	msg     *Msg
-	js      jsMsg
 	settled atomic.Bool // acked or nak'ed (read by keepAlive)
 }
 
-func (m *Member) newBatchStage(sink deliverySink) *batchStage {
+func newBatchStage(o JoinOptions, numbers *atomic.Uint64, sink deliverySink) *batchStage {
 	s := &batchStage{
-		m: m, sink: sink, o: *m.opts.Batch,
-		ackWait:   m.opts.AckWait,
-		holdFor:   m.opts.AckWait + holdMargin,
-		keepEvery: max(m.opts.AckWait/2, 10*time.Millisecond),
+		sink: sink, numbers: numbers, o: *o.Batch,
+		ackWait:   o.AckWait,
+		holdFor:   o.AckWait + holdMargin,
+		keepEvery: max(o.AckWait/2, 10*time.Millisecond),
 		quit:      make(chan struct{}),
 		runDone:   make(chan struct{}),
 		stopKeep:  make(chan struct{}),
 		keepDone:  make(chan struct{}),
+	}
+	if p := sink.retryPolicy(); p != nil {
+		// The policy's bounds are the batch's: MaxDeliver calls of the
+		// whole batch, its backoff between them.
+		s.retry = true
+		if p.MaxDeliver > 0 {
+			s.o.MaxAttempts = p.MaxDeliver
+		}
+		if len(p.Backoff) > 0 {
+			s.o.Backoff = slices.Clone(p.Backoff)
+		}
 	}
 	s.cond = sync.NewCond(&s.mu)
 	go s.run()
@@ -301,6 +338,9 @@ func (s *batchStage) accept(raw *nats.Msg) {
 	if s.handingBack && !s.owned {
 		_ = raw.Nak()
 		return
+	}
+	if s.hold != 0 && seq == s.hold {
+		s.hold = 0 // back: it sorts in front of what waited behind it
 	}
 	i, found := slices.BinarySearchFunc(s.queue, seq, func(q *batchItem, seq uint64) int { return cmpSeq(q.seq, seq) })
 	if found && seq != 0 {
@@ -358,7 +398,7 @@ func (s *batchStage) take() ([]*batchItem, bool) {
 		if s.handingBack {
 			return nil, false
 		}
-		if len(s.queue) > 0 && !s.barrier {
+		if len(s.queue) > 0 && !s.barrier && s.hold == 0 {
 			first := s.queue[0].at // the earliest arrival (a redelivery sorts in front)
 			for _, q := range s.queue {
 				if q.at.Before(first) {
@@ -392,6 +432,9 @@ func (s *batchStage) run() {
 		s.mu.Unlock()
 
 		items = s.admit(items)
+		if s.retry && len(items) > 0 {
+			items = s.waiting(items)
+		}
 		if len(items) > 0 {
 			s.mu.Lock()
 			s.cur = items
@@ -431,16 +474,83 @@ func (s *batchStage) admit(items []*batchItem) []*batchItem {
 			continue
 		}
 		if q.msg == nil {
-			if bs, ok := s.sink.(bindingSink); ok {
-				q.msg, q.js = bs.message(q.raw)
-			} else {
-				subject, p := StripPartition(q.raw.Subject)
-				q.msg = &Msg{subject: subject, partition: p, pinID: q.raw.Header.Get("Nats-Pin-Id")}
-			}
+			q.msg = s.sink.unsettledMsg(q.raw, ErrBatchAck)
 		}
 		out = append(out, q)
 	}
 	return out
+}
+
+// waiting lets the retry policy deal first with a message it knows
+// (parked before, or owed to the dead-letter subject): the messages ahead
+// of it go to user code as a batch of their own; it is dealt with alone
+// (held, dead-lettered, or handed over alone when released to be retried);
+// what follows it goes back to the queue. It returns what user code gets
+// now.
+func (s *batchStage) waiting(items []*batchItem) []*batchItem {
+	i := slices.IndexFunc(items, func(q *batchItem) bool { return s.sink.poisonWaiting(q.raw) })
+	switch {
+	case i < 0:
+		return items
+	case i > 0:
+		s.requeue(items[i:])
+		return items[:i]
+	}
+	q := items[0]
+	s.requeue(items[1:])
+	s.holdUntilBack(q.seq)
+	if s.sink.poisonFirst(q.raw) {
+		s.unhold(q.seq)
+		return items[:1]
+	}
+	q.settled.Store(true)
+	if s.sink.acked(q.raw) {
+		s.unhold(q.seq)
+	}
+	return nil
+}
+
+// holdUntilBack holds the queue until seq's redelivery is accepted; it is set
+// before the policy acts, so that a redelivery quicker than the policy's
+// return is not missed.
+func (s *batchStage) holdUntilBack(seq uint64) {
+	s.mu.Lock()
+	s.hold = seq
+	s.mu.Unlock()
+}
+
+// unhold lifts a hold for seq: the policy settled it for good.
+func (s *batchStage) unhold(seq uint64) {
+	s.mu.Lock()
+	if s.hold == seq {
+		s.hold = 0
+		s.cond.Broadcast()
+	}
+	s.mu.Unlock()
+}
+
+// requeue puts items (admitted, not given to user code) back in the queue,
+// in stream-sequence order. The queue gets fresh items; the ones given are
+// marked settled, so they are neither kept alive nor nak'ed twice. One the
+// server redelivered meanwhile is already queued, newer.
+func (s *batchStage) requeue(items []*batchItem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range items {
+		if q.settled.Swap(true) {
+			continue
+		}
+		if s.handingBack && !s.owned {
+			_ = q.raw.Nak()
+			continue
+		}
+		i, found := slices.BinarySearchFunc(s.queue, q.seq, func(r *batchItem, seq uint64) int { return cmpSeq(r.seq, seq) })
+		if found {
+			continue
+		}
+		s.queue = slices.Insert(s.queue, i, &batchItem{raw: q.raw, seq: q.seq, at: q.at, kept: q.kept, msg: q.msg})
+	}
+	s.cond.Broadcast()
 }
 
 func (s *batchStage) readmit(items []*batchItem) bool {
@@ -468,67 +578,47 @@ func (s *batchStage) backoff(attempt int) time.Duration {
 	return s.o.Backoff[min(attempt-1, len(s.o.Backoff)-1)]
 }
 
+// errAbandoned: a batch given up because the instance let go of the
+// consumer between two attempts.
+var errAbandoned = errors.New("abandoned: the instance let go of the consumer")
+
 // work calls the handler with the batch until it succeeds, gives up or is
 // abandoned. Messages it leaves unsettled are nak'ed by run on the hand
 // back.
 func (s *batchStage) work(items []*batchItem) {
-	no := s.m.batchNo.Add(1)
-	msgs := make([]*Msg, len(items))
-	for i, q := range items {
-		msgs[i] = q.msg
+	no := s.numbers.Add(1)
+	attempts := s.o.MaxAttempts
+	if s.retry && len(items) == 1 && s.sink.poisonWaiting(items[0].raw) {
+		attempts = 1 // a parked message released to be retried once more
 	}
-	ev := BatchEvent{Number: no, Size: len(items), FirstSeq: items[0].seq, LastSeq: items[len(items)-1].seq}
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && !s.readmit(items) {
-			s.report(ev, attempt-1, false, errors.New("abandoned: the instance let go of the consumer"), true)
+			s.report(no, items, attempt-1, false, errAbandoned, true, 0)
 			return
 		}
-		ctx, cancel := context.WithCancel(s.m.ctx)
-		s.mu.Lock()
-		s.callCancel = cancel
-		s.handed = true
-		s.lastAcked = false
-		if s.handingBack {
-			cancel()
-		}
-		s.mu.Unlock()
-		var obs func(MessageResult)
-		if s.m.obs != nil {
-			obs = s.m.observeBatch(ctx, no, items) // observe.go
-		}
-		err := s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
-		cancel()
-		s.mu.Lock()
-		s.callCancel = nil
-		s.mu.Unlock()
+		err, ackErr := s.call(no, attempt, items)
 		if err == nil {
-			ackErr := s.ackAll(items)
-			if obs != nil && ackErr == nil {
-				obs(ResultAcked)
-			} else if obs != nil {
-				obs(ResultFailed)
-			}
-			s.mu.Lock()
-			s.lastAcked = ackErr == nil
-			s.mu.Unlock()
-			s.report(ev, attempt, ackErr == nil, ackErr, true)
+			s.report(no, items, attempt, ackErr == nil, ackErr, true, 0)
 			return
 		}
-		if obs != nil {
-			obs(ResultFailed)
-		}
-		gone := s.isHandingBack() || s.m.ctx.Err() != nil
-		final := gone || attempt >= s.o.MaxAttempts
-		s.report(ev, attempt, false, err, final)
+		gone := s.isHandingBack() || s.sink.ctx().Err() != nil
+		exhausted := attempt >= attempts
+		split := exhausted && s.retry && !gone
+		s.report(no, items, attempt, false, err, gone || exhausted && !split, 0)
 		if gone {
 			// Stopping: the hand back comes, and the batch must be nak'ed
 			// before anything queued behind it.
 			<-s.quit
 			return
 		}
-		if attempt >= s.o.MaxAttempts {
-			go s.m.finish(fmt.Errorf("%w: batch %d (stream sequences %d-%d, %d messages) failed %d time(s), last: %v; it was left unacked for the next instance of member %s",
-				ErrBatchFailed, no, ev.FirstSeq, ev.LastSeq, ev.Size, attempt, err, s.m.member), CauseBatchFailed, reasonBatchFailed)
+		if split {
+			s.isolate(no, attempt, items, err)
+			return
+		}
+		if exhausted {
+			first, last := items[0].seq, items[len(items)-1].seq
+			s.sink.fail(fmt.Errorf("%w: batch %d (stream sequences %d-%d, %d messages) failed %d time(s), last: %v; it was left unacked for the next instance of the member",
+				ErrBatchFailed, no, first, last, len(items), attempt, err), CauseBatchFailed, reasonBatchFailed)
 			<-s.quit
 			return
 		}
@@ -542,12 +632,123 @@ func (s *batchStage) work(items []*batchItem) {
 	}
 }
 
-func (s *batchStage) report(ev BatchEvent, attempt int, acked bool, err error, final bool) {
+// isolate finds, under a retry policy, the messages of a batch that failed
+// every attempt that fail on their own: it halves the batch and calls user
+// code once per part, in stream order, acking each part that succeeds and
+// halving each that fails, until a part of one message fails, which is
+// poison: the policy's action is taken on it alone. A dead-lettered
+// message lets the rest go on; one the policy holds (parked, its dead
+// letter not confirmed, or the instance stopping on it) holds everything
+// behind it, which goes back to the queue in order. A batch of n messages
+// with one poison message takes about 2·log2(n) more calls.
+func (s *batchStage) isolate(no uint64, attempt int, items []*batchItem, err error) {
+	parts := [][]*batchItem{items} // one message: it failed on its own already
+	if len(items) > 1 {
+		h := len(items) / 2
+		parts = [][]*batchItem{items[:h], items[h:]}
+	}
+	for len(parts) > 0 {
+		p := parts[0]
+		if len(items) > 1 {
+			attempt++
+			if !s.readmit(p) {
+				s.report(no, p, attempt-1, false, errAbandoned, true, 0)
+				s.nakUnsettled(items)
+				return
+			}
+			var ackErr error
+			if err, ackErr = s.call(no, attempt, p); err == nil {
+				s.report(no, p, attempt, ackErr == nil, ackErr, true, 0)
+				parts = parts[1:]
+				continue
+			}
+		}
+		if s.isHandingBack() || s.sink.ctx().Err() != nil {
+			s.report(no, p, attempt, false, err, true, 0)
+			<-s.quit
+			return
+		}
+		if len(p) > 1 {
+			s.report(no, p, attempt, false, err, false, 0)
+			h := len(p) / 2
+			parts = append([][]*batchItem{p[:h], p[h:]}, parts[1:]...)
+			continue
+		}
+		q := p[0]
+		s.holdUntilBack(q.seq)
+		s.sink.poisonNow(q.raw, err)
+		q.settled.Store(true)
+		s.report(no, p, attempt, false, err, true, s.sink.retryPolicy().action())
+		if !s.sink.acked(q.raw) {
+			s.requeue(items)
+			return
+		}
+		s.unhold(q.seq)
+		parts = parts[1:]
+	}
+}
+
+// nakUnsettled hands back, in order, what of items is still unsettled.
+func (s *batchStage) nakUnsettled(items []*batchItem) {
+	for _, q := range items {
+		if !q.settled.Load() {
+			_ = q.raw.Nak()
+			q.settled.Store(true)
+		}
+	}
+}
+
+// call is one attempt of items: the handler's error, and on success the
+// first ack's that failed.
+func (s *batchStage) call(no uint64, attempt int, items []*batchItem) (err, ackErr error) {
+	msgs := make([]*Msg, len(items))
+	for i, q := range items {
+		msgs[i] = q.msg
+	}
+	ctx, cancel := context.WithCancel(s.sink.ctx())
+	s.mu.Lock()
+	s.callCancel = cancel
+	s.handed = true
+	s.lastAcked = false
+	if s.handingBack {
+		cancel()
+	}
+	s.mu.Unlock()
+	obs := s.sink.observeBatch(ctx, no, items) // nil without observers
+	err = s.o.Handler(ctx, &Batch{Number: no, Msgs: msgs, Attempt: attempt})
+	cancel()
+	s.mu.Lock()
+	s.callCancel = nil
+	s.mu.Unlock()
+	if err != nil {
+		if obs != nil {
+			obs(ResultFailed)
+		}
+		return err, nil
+	}
+	ackErr = s.ackAll(items)
+	if obs != nil && ackErr == nil {
+		obs(ResultAcked)
+	} else if obs != nil {
+		obs(ResultFailed)
+	}
+	s.mu.Lock()
+	s.lastAcked = ackErr == nil
+	s.mu.Unlock()
+	if ackErr == nil && s.retry {
+		for _, q := range items {
+			s.sink.poisonHandled(q.raw)
+		}
+	}
+	return nil, ackErr
+}
+
+func (s *batchStage) report(no uint64, items []*batchItem, attempt int, acked bool, err error, final bool, poison PoisonAction) {
 	if s.o.OnBatch == nil {
 		return
 	}
-	ev.Attempt, ev.Acked, ev.Err, ev.Final = attempt, acked, err, final
-	s.o.OnBatch(ev)
+	s.o.OnBatch(BatchEvent{Number: no, Size: len(items), FirstSeq: items[0].seq, LastSeq: items[len(items)-1].seq,
+		Attempt: attempt, Acked: acked, Err: err, Final: final, Poison: poison})
 }
 
 // ackAll acks the batch, in order; the first error is returned (the
@@ -557,15 +758,10 @@ func (s *batchStage) ackAll(items []*batchItem) error {
 	var first error
 	for _, q := range items {
 		var err error
-		switch {
-		case q.js.m == nil:
-			err = q.raw.Ack()
-		case s.o.DoubleAck:
-			ctx, cancel := context.WithTimeout(context.Background(), min(s.ackWait, doubleAckTimeout))
-			err = q.js.DoubleAck(ctx)
-			cancel()
-		default:
-			err = q.js.Ack()
+		if s.o.DoubleAck {
+			err = s.sink.ack(q.raw, min(s.ackWait, doubleAckTimeout))
+		} else {
+			err = s.sink.ack(q.raw, 0)
 		}
 		q.settled.Store(true)
 		if err != nil && first == nil {

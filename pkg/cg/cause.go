@@ -79,7 +79,7 @@ var stopReasons = map[EventCause]string{
 }
 
 // stopCauseOf is the cause of a stop named by its reason (the words the
-// stop paths in gone.go pass).
+// stop paths in gone.go and static_member.go pass).
 func stopCauseOf(reason string) EventCause {
 	for c, r := range stopReasons {
 		if r == reason {

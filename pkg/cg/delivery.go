@@ -54,6 +54,49 @@ type deliverySink interface {
 	// (nothing else can come ahead of later messages). ok is false when
 	// nothing was left to hand back.
 	handBackOrphans(raw *nats.Msg) (after uint64, pending int, ok bool)
+
+	// The retry policy (JoinOptions.Retry), for a stage that hands several
+	// messages to one user call and so cannot leave the policy to handle
+	// (the batch stage). Without a policy, nothing waits and nothing is
+	// poison.
+	//
+	// poisonWaiting reports whether the policy must deal with raw alone
+	// before user code sees it (parked before, or its dead letter owed).
+	poisonWaiting(raw *nats.Msg) bool
+	// poisonFirst deals with such a message: it holds it parked again,
+	// dead-letters it, or retries its owed dead letter, and returns false;
+	// or it returns true when the message was released to be handled once
+	// more (user code must see it, alone).
+	poisonFirst(raw *nats.Msg) bool
+	// poisonNow takes the policy's action (dead-letter, park, stop) on
+	// raw, which user code failed on its own (err its last error).
+	poisonNow(raw *nats.Msg, err error)
+	// poisonHandled tells the policy user code handled raw and it was
+	// acked (a parked message released to retry is then forgotten).
+	poisonHandled(raw *nats.Msg)
+	// retryPolicy is the member's retry policy, nil without one.
+	retryPolicy() *RetryPolicy
+
+	// For a stage that settles messages itself rather than leaving them to
+	// the handler (the batch stage):
+	//
+	// unsettledMsg is raw as user code sees it when the stage settles it:
+	// every settle method returns refused and does nothing.
+	unsettledMsg(raw *nats.Msg, refused error) *Msg
+	// ack acks raw as the handler's Msg would (refused under a doubtful
+	// pin, remembered against redeliveries): a confirmed double ack waiting
+	// at most confirm, or a plain ack when confirm is 0.
+	ack(raw *nats.Msg, confirm time.Duration) error
+	// ctx is cancelled when the instance stops or lets go of the consumer.
+	ctx() context.Context
+	// fail stops the instance with err, for cause (the words: reason),
+	// handing the pin over when the cause says so. It does not wait for
+	// the stop, which waits for the stage.
+	fail(err error, cause EventCause, reason string)
+	// observeBatch runs the observers' start hooks for the messages of a
+	// batch about to be handed over and returns what runs their done hooks;
+	// nil without observers.
+	observeBatch(ctx context.Context, no uint64, items []*batchItem) func(MessageResult)
 }
 
 // delivery is a stage. The runtime calls it from one goroutine (the
@@ -90,13 +133,7 @@ func (m *Member) newDelivery(sink deliverySink) delivery {
 	if m.opts.stage != nil {
 		return m.opts.stage(sink)
 	}
-	if m.opts.Batch != nil {
-		return m.newBatchStage(sink) // batch.go
-	}
-	if m.opts.Concurrency > 1 {
-		return m.newLaneStage(sink)
-	}
-	return newSerialDelivery(sink)
+	return stageOf(m.opts).build(m.opts, &m.stages, sink)
 }
 
 // serialDelivery hands messages to the handler one at a time, in delivery
@@ -165,12 +202,9 @@ func (s bindingSink) handle(raw *nats.Msg) {
 	s.deliver(raw)
 }
 
-func (s bindingSink) deliver(raw *nats.Msg) {
+// callHandler gives raw to the user's handler.
+func (s bindingSink) callHandler(raw *nats.Msg) {
 	m := s.m
-	if m.poison != nil {
-		m.poison.handle(s, raw) // under a retry policy (poison.go)
-		return
-	}
 	subject, p := StripPartition(raw.Subject)
 	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
 		ackBound: min(m.opts.AckWait, doubleAckTimeout)})
@@ -192,6 +226,75 @@ func (s bindingSink) acked(raw *nats.Msg) bool {
 }
 
 func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgress() }
+
+func (s bindingSink) unsettledMsg(raw *nats.Msg, refused error) *Msg {
+	subject, p := StripPartition(raw.Subject)
+	return &Msg{Msg: unsettled{jsMsg: s.msg(raw), refused: refused}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")}
+}
+
+func (s bindingSink) ack(raw *nats.Msg, confirm time.Duration) error {
+	if confirm <= 0 {
+		return s.msg(raw).Ack()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirm)
+	defer cancel()
+	return s.msg(raw).DoubleAck(ctx)
+}
+
+func (s bindingSink) ctx() context.Context { return s.m.ctx }
+
+func (s bindingSink) fail(err error, cause EventCause, reason string) {
+	go s.m.finish(err, cause, reason)
+}
+
+func (s bindingSink) observeBatch(ctx context.Context, no uint64, items []*batchItem) func(MessageResult) {
+	if s.m.obs == nil {
+		return nil
+	}
+	return s.m.observeBatch(ctx, no, items) // observe.go
+}
+
+// unsettled is a message as user code sees it when a stage settles it:
+// everything but the settle methods, which return refused.
+type unsettled struct {
+	jsMsg
+	refused error
+}
+
+func (u unsettled) Ack() error                         { return u.refused }
+func (u unsettled) DoubleAck(context.Context) error    { return u.refused }
+func (u unsettled) Nak() error                         { return u.refused }
+func (u unsettled) NakWithDelay(time.Duration) error   { return u.refused }
+func (u unsettled) InProgress() error                  { return u.refused }
+func (u unsettled) Term() error                        { return u.refused }
+func (u unsettled) TermWithReason(reason string) error { return u.refused }
+
+func (s bindingSink) poisonWaiting(raw *nats.Msg) bool {
+	return s.m.stages.poison != nil && s.m.stages.poison.waiting(raw)
+}
+
+func (s bindingSink) poisonFirst(raw *nats.Msg) bool {
+	return s.m.stages.poison == nil || s.m.stages.poison.first(s, raw)
+}
+
+func (s bindingSink) poisonNow(raw *nats.Msg, err error) {
+	if s.m.stages.poison != nil {
+		s.m.stages.poison.now(s, raw, err)
+	}
+}
+
+func (s bindingSink) poisonHandled(raw *nats.Msg) {
+	if s.m.stages.poison != nil {
+		s.m.stages.poison.handled(raw)
+	}
+}
+
+func (s bindingSink) retryPolicy() *RetryPolicy {
+	if s.m.stages.poison == nil {
+		return nil
+	}
+	return &s.m.stages.poison.pol
+}
 
 // maxOrphanNaks bounds the naks handBackOrphans sends.
 const maxOrphanNaks = 20000

@@ -86,17 +86,26 @@ func (o JoinOptions) lanesDefaults() (JoinOptions, error) {
 	return o, nil
 }
 
-// ackPendingProblem refuses to join an existing member consumer whose max
-// ack pending would make a concurrent instance silently serial.
-func (m *Member) ackPendingProblem(cc jetstream.ConsumerConfig) error {
-	if err := m.batchAckPendingProblem(cc); err != nil {
-		return err
-	}
-	if m.opts.Concurrency <= 1 || cc.MaxAckPending < 0 || cc.MaxAckPending >= m.opts.Concurrency {
+// laneSpec describes the lane stage (stage.go).
+var laneSpec = stageSpec{
+	name:            "lanes",
+	chosen:          func(o JoinOptions) bool { return o.Concurrency > 1 },
+	handler:         func(h Handler) error { return serialSpec.handler(h) },
+	defaults:        JoinOptions.lanesDefaults,
+	consumerProblem: laneAckPendingProblem,
+	build: func(o JoinOptions, st *stageState, sink deliverySink) delivery {
+		return newLaneStage(o, st.keyOf, sink)
+	},
+}
+
+// laneAckPendingProblem refuses to join an existing member consumer whose
+// max ack pending would make a concurrent instance silently serial.
+func laneAckPendingProblem(o JoinOptions, consumer, stream string, cc jetstream.ConsumerConfig) error {
+	if o.Concurrency <= 1 || cc.MaxAckPending < 0 || cc.MaxAckPending >= o.Concurrency {
 		return nil
 	}
 	return fmt.Errorf("%w: consumer %s on %s allows %d unacknowledged message(s) (max ack pending) but this instance runs with concurrency %d, which would run at most %d at once; delete the consumer (or let it expire) so cg creates it with max ack pending %d, or join with concurrency %d",
-		ErrConsumerConflict, m.consumer, m.cstream, cc.MaxAckPending, m.opts.Concurrency, cc.MaxAckPending, m.opts.MaxAckPending, max(cc.MaxAckPending, 1))
+		ErrConsumerConflict, consumer, stream, cc.MaxAckPending, o.Concurrency, cc.MaxAckPending, o.MaxAckPending, max(cc.MaxAckPending, 1))
 }
 
 // prepareLanes works out, for a concurrent member, how to read the
@@ -109,7 +118,7 @@ func (m *Member) prepareLanes(ctx context.Context, elastic *ElasticConfig) error
 		return nil
 	}
 	if elastic != nil {
-		m.keyOf = elasticKeyOf(elastic.PartitioningFilters)
+		m.stages.keyOf = elasticKeyOf(elastic.PartitioningFilters)
 		// Refuse at once what the controller would only wait on.
 		if cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer); err == nil {
 			return m.ackPendingProblem(cons.CachedInfo().Config)
@@ -124,7 +133,7 @@ func (m *Member) prepareLanes(ctx context.Context, elastic *ElasticConfig) error
 	if err != nil {
 		return err
 	}
-	m.keyOf = staticKeyOf(pt)
+	m.stages.keyOf = staticKeyOf(pt)
 	return nil
 }
 
@@ -159,9 +168,8 @@ func wildcardRef(t string) (int, bool) {
 // laneKeyFunc is the stage's key of a delivered message for the member's
 // order: a key for OrderKey, its partition for OrderPartition, the message
 // itself for OrderNone.
-func (m *Member) laneKeyFunc() func(raw *nats.Msg, seq uint64) string {
-	keyOf := m.keyOf
-	switch m.opts.Order {
+func laneKeyFunc(o JoinOptions, keyOf func(subject string) (string, bool)) func(raw *nats.Msg, seq uint64) string {
+	switch o.Order {
 	case OrderNone:
 		return func(_ *nats.Msg, seq uint64) string { return "#" + strconv.FormatUint(seq, 10) }
 	case OrderPartition:
@@ -176,8 +184,8 @@ func (m *Member) laneKeyFunc() func(raw *nats.Msg, seq uint64) string {
 		}
 		return "p" + strconv.Itoa(p)
 	}
-	if m.opts.hashLanes {
-		n := uint32(m.opts.Concurrency)
+	if o.hashLanes {
+		n := uint32(o.Concurrency)
 		return func(raw *nats.Msg, seq uint64) string {
 			return "h" + strconv.FormatUint(uint64(Hash(key(raw, seq))%n), 10)
 		}
@@ -246,13 +254,13 @@ type laneMsg struct {
 	kept time.Time // accepted or last kept alive
 }
 
-func (m *Member) newLaneStage(sink deliverySink) *laneStage {
+func newLaneStage(o JoinOptions, keyOf func(subject string) (string, bool), sink deliverySink) *laneStage {
 	s := &laneStage{
 		sink:      sink,
-		keyOf:     m.laneKeyFunc(),
-		hold:      m.opts.Order != OrderNone,
-		holdFor:   m.opts.AckWait + holdMargin,
-		keepEvery: max(m.opts.AckWait/2, 10*time.Millisecond),
+		keyOf:     laneKeyFunc(o, keyOf),
+		hold:      o.Order != OrderNone,
+		holdFor:   o.AckWait + holdMargin,
+		keepEvery: max(o.AckWait/2, 10*time.Millisecond),
 		keys:      map[string]*laneKey{},
 		open:      map[uint64]struct{}{},
 		acking:    map[uint64]*laneKey{},
@@ -261,8 +269,8 @@ func (m *Member) newLaneStage(sink deliverySink) *laneStage {
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
-	s.workers.Add(m.opts.Concurrency)
-	for range m.opts.Concurrency {
+	s.workers.Add(o.Concurrency)
+	for range o.Concurrency {
 		go s.work()
 	}
 	go s.keepAlive()

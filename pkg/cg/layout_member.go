@@ -159,7 +159,7 @@ func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg GroupCon
 	lp := &layoutParent{m: m, k: k, cfg: cfg, children: map[int]*Member{}}
 	m.layout = lp
 	m.consumer = ""
-	m.poison = nil // each partition runtime keeps its own
+	m.stages.poison = nil // each partition runtime keeps its own
 	var ecfg *ElasticConfig
 	if e, ok := cfg.(ElasticConfig); ok {
 		ecfg = &e
@@ -229,7 +229,7 @@ func (lp *layoutParent) start(ctx context.Context, p int) error {
 	m := lp.m
 	ch := &Member{c: m.c, stream: m.stream, cstream: m.cstream, group: m.group, member: m.member,
 		consumer: PartitionConsumerName(m.group, p), handler: m.handler, done: make(chan struct{}),
-		partitions: []int{p}, keyOf: m.keyOf, posName: partitionPositionName(p), opts: m.opts}
+		partitions: []int{p}, stages: stageState{keyOf: m.stages.keyOf}, posName: partitionPositionName(p), opts: m.opts}
 	// The partition runtime hands its messages to the instance's
 	// observers; its pin changes reach them through the instance, which
 	// reports its own joined and stopped.
@@ -305,7 +305,7 @@ func (lp *layoutParent) stopAll(cause EventCause) {
 		parts = append(parts, p)
 	}
 	lp.mu.Unlock()
-	if cause != CauseStopRequested && cause != CauseBatchFailed {
+	if !unpinsOnStop(cause) {
 		cause = CauseGroupDeleted // any other end: let go without handing pins over
 	}
 	lp.stop(parts, cause)

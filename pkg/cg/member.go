@@ -2,7 +2,6 @@ package cg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,209 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// EventKind names a change in a member instance's life.
-type EventKind string
-
-// The events a member reports, in the order they usually happen.
-const (
-	// EventJoined: the instance is bound to its member's consumer and pulling.
-	EventJoined EventKind = "joined"
-	// EventWaiting: the instance is not pinned; it waits as a hot standby
-	// (or because its member owns no partitions).
-	EventWaiting EventKind = "waiting"
-	// EventPinned: the server pinned this instance (seen on the first
-	// message carrying a new pin id).
-	EventPinned EventKind = "pinned"
-	// EventPinLost: the server pinned another instance (a pull with our pin
-	// id was refused with 423), or this instance released its pin.
-	EventPinLost EventKind = "pin_lost"
-	// EventWarning: something went wrong that the instance rides out
-	// (a missed heartbeat, a reconnect); Err says what.
-	EventWarning EventKind = "warning"
-	// EventFenced: the instance held a pin but can no longer be sure it
-	// does (its pull loop stood still, or nothing came from the server,
-	// for the fence threshold, and the server no longer names it pinned:
-	// it was frozen, starved or cut off); it hands buffered messages back
-	// for redelivery to the new pinned instance and refuses to ack the one
-	// in hand.
-	EventFenced EventKind = "fenced"
-	// EventStopped: the instance stopped; Err is nil for a clean stop.
-	EventStopped EventKind = "stopped"
-	// EventPoison: a poison message was dead-lettered, parked or released
-	// (JoinOptions.Retry); Cause says which, Reason names the message.
-	EventPoison EventKind = "poison"
-)
-
-// Event is one change reported to JoinOptions.OnEvent.
-type Event struct {
-	Kind       EventKind `json:"event"`
-	Time       time.Time `json:"time"`
-	Stream     string    `json:"stream"`
-	Group      string    `json:"group"`
-	Member     string    `json:"member"`
-	Consumer   string    `json:"consumer,omitempty"`
-	Partitions []int     `json:"partitions,omitempty"`
-	PinID      string    `json:"pin_id,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	// Cause is why the instance stopped (EventStopped), lost its pin
-	// (EventPinLost) or fenced itself (EventFenced), for code to test;
-	// Reason says it in words. Empty for other events.
-	Cause EventCause `json:"-"`
-	Err   error      `json:"-"`
-}
-
-// Defaults of JoinOptions. The ack wait and the pinned TTL derived from it
-// are the reference CLI's, so that cg and reference instances of one member
-// create identical consumers and can stand by for each other.
-const (
-	DefaultAckWait       = 2 * time.Second
-	DefaultMaxAckPending = 1
-	minPinnedTTL         = time.Second
-	// DefaultInactiveThreshold is how long a static member's consumer
-	// stays after its last instance: long enough to keep the exact state
-	// over restarts and deploys, short of forever.
-	DefaultInactiveThreshold = time.Hour
-	// KeepConsumer as JoinOptions.InactiveThreshold keeps a static
-	// member's consumer forever.
-	KeepConsumer time.Duration = -1
-)
-
-// JoinOptions tune a member instance. The zero value is the default.
-type JoinOptions struct {
-	// AckWait is how long the server waits for an ack before redelivering.
-	AckWait time.Duration
-	// MaxAckPending bounds unacknowledged messages; 1 (the default) keeps
-	// strict per-key order.
-	MaxAckPending int
-	// PinnedTTL is how long the pinned instance may go without pulling
-	// before the server pins a standby. Default: max(AckWait, 1s).
-	PinnedTTL time.Duration
-	// PullExpiry is how long each pull waits. Default: PinnedTTL/2, so an
-	// idle pinned instance re-pulls well within its TTL.
-	PullExpiry time.Duration
-	// InactiveThreshold is how long a static member's consumer outlives its
-	// last instance before the server deletes it, so that members that are
-	// gone for good leave nothing behind. Its position is kept and a
-	// returning member resumes there (positions.go). Default
-	// DefaultInactiveThreshold; KeepConsumer (any negative value) keeps the
-	// consumer forever, as the reference does. The threshold is part of the
-	// consumer's configuration: a reference instance of the same member
-	// refuses a consumer that cg created with one (error 10148), so mixed
-	// cg/reference instances of one member need KeepConsumer. Consumers that
-	// exist already are joined as they are, never changed.
-	InactiveThreshold time.Duration
-	// LivenessInterval is how often a standby checks that the pinned
-	// instance of its member is still there (it also checks as soon as it
-	// stands by), so that an instance that died (its connection closed) is
-	// replaced at once, and one frozen or cut off (two checks in a row
-	// unanswered, each waiting 4/5 of the interval) within about three
-	// intervals, instead of after the pinned TTL. The pinned instance
-	// fences itself on a matching threshold derived from its own interval
-	// (liveness.go: 300ms by default), so instances of one member should
-	// share it. Only cg instances answer the check; a pinned instance that
-	// never answered (the reference library's) is left to the TTL. Default
-	// 250ms; negative turns the check off (and fencing falls back to the
-	// pinned TTL).
-	LivenessInterval time.Duration
-	// ReferenceCompatible creates the member consumer exactly as the
-	// reference library (pcgroups) would: without cg's ownership marks and,
-	// for static members, kept forever (as KeepConsumer). The server
-	// compares a create's whole configuration, metadata included, with the
-	// existing consumer's, so a reference instance of the same member is
-	// refused a marked consumer (static: it fails; elastic: it deletes and
-	// recreates it, unmarked). Set it on every cg instance of a member that
-	// also runs reference instances. Consumers that exist already are
-	// joined as they are when they are the member's own.
-	ReferenceCompatible bool
-	// Concurrency is how many handler calls an instance runs at once
-	// (lanes.go). 0 and 1 hand messages over one at a time, exactly as
-	// before. Above 1, messages of one key (Order) are still handled
-	// strictly in delivery order, different keys at once; a consumer cg
-	// creates gets a max ack pending of 4×Concurrency unless MaxAckPending
-	// is set, which must then be at least Concurrency, and an existing
-	// member consumer with a lower max ack pending is refused.
-	Concurrency int
-	// Order is what a concurrent instance keeps in order: OrderKey (the
-	// default), OrderPartition or OrderNone.
-	Order Order
-	// OnEvent receives state changes. It is called from the instance's
-	// goroutines and must not block for long.
-	OnEvent func(Event)
-	// Batch, when set, hands messages to Batch.Handler in ordered batches
-	// (batch.go) instead of one at a time; the per-message handler given
-	// to the join must then be nil. Not combined with Concurrency above 1.
-	Batch *BatchOptions
-	// Retry, when set, bounds the retries of a failing message and says
-	// what to do with it then: dead-letter, park or stop (poison_api.go).
-	// Nil keeps today's behaviour: redelivered after every ack wait.
-	Retry *RetryPolicy
-	// Observers see the instance from inside (observe.go): messages
-	// handed to user code and their results, pins, the join and the stop.
-	// The metrics and tracing plugins (pkg/cg/plugin/...) are observers.
-	Observers []Observer
-
-	// stage, when set (by tests), makes each binding's delivery stage in
-	// place of the serial one (delivery.go).
-	stage func(deliverySink) delivery
-	// hashLanes (benchmarks) folds keys onto Concurrency fixed lanes by
-	// hash instead of one queue per key, to measure the alternative.
-	hashLanes bool
-	// afterDeadLetter (tests) runs between a dead letter's PubAck and the
-	// original's ack; true skips the ack, as a crash there would.
-	afterDeadLetter func(seq uint64) bool
-}
-
-func (o JoinOptions) withDefaults() (JoinOptions, error) {
-	if o.AckWait < 0 || o.PinnedTTL < 0 || o.PullExpiry < 0 || o.MaxAckPending < 0 {
-		return o, errors.New("join options must not be negative")
-	}
-	if err := o.checkCeilings(); err != nil {
-		return o, err
-	}
-	if o.AckWait == 0 {
-		o.AckWait = DefaultAckWait
-	}
-	o, err := o.batchDefaults()
-	if err != nil {
-		return o, err
-	}
-	o, err = o.lanesDefaults()
-	if err != nil {
-		return o, err
-	}
-	if o.MaxAckPending == 0 {
-		o.MaxAckPending = DefaultMaxAckPending
-	}
-	if o.PinnedTTL == 0 {
-		o.PinnedTTL = max(o.AckWait, minPinnedTTL)
-	}
-	if o.PullExpiry == 0 {
-		// Well inside the TTL: each pull resets the server's pin timer.
-		o.PullExpiry = max(o.PinnedTTL/2, 100*time.Millisecond)
-	}
-	if o.ReferenceCompatible {
-		o.InactiveThreshold = KeepConsumer
-	}
-	switch {
-	case o.InactiveThreshold == 0:
-		o.InactiveThreshold = DefaultInactiveThreshold
-	case o.InactiveThreshold < 0:
-		o.InactiveThreshold = 0 // kept forever
-	}
-	if o.LivenessInterval == 0 {
-		o.LivenessInterval = 250 * time.Millisecond
-	}
-	if o.LivenessInterval > 0 && o.LivenessInterval < minLivenessInterval {
-		// The fence threshold derives from it (liveness.go): shorter would
-		// have the pinned instance doubt its pin on every scheduling hiccup.
-		return o, fmt.Errorf("liveness check interval %s is too short: use %s or more (250ms is the default), or turn the check off", o.LivenessInterval, minLivenessInterval)
-	}
-	if o.PullExpiry >= o.PinnedTTL {
-		return o, fmt.Errorf("pull expiry %s must be shorter than the pinned TTL %s, or the pinned instance loses its pin while idle", o.PullExpiry, o.PinnedTTL)
-	}
-	return o, nil
-}
 
 // Msg is a message handed to a member's handler: the stream's message with
 // the partition token stripped from its subject.
@@ -316,14 +112,8 @@ type Member struct {
 	once       sync.Once
 	done       chan struct{}
 
-	// keyOf reads the partitioning key off a delivered subject, for a
-	// concurrent instance's lanes (lanes.go).
-	keyOf func(subject string) (string, bool)
-	// batchNo numbers this instance's batches (batch.go).
-	batchNo atomic.Uint64
-
-	// poison handles failing messages under JoinOptions.Retry (poison.go).
-	poison *poisonState
+	// stages is what the delivery stages keep across bindings (stage.go).
+	stages stageState
 	// obs are JoinOptions.Observers' hooks (observe.go); nil without any.
 	obs *observers
 
@@ -358,11 +148,8 @@ type binding struct {
 }
 
 func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOptions, error) {
-	if h == nil && opts.Batch == nil {
-		return opts, errors.New("a message handler is required")
-	}
-	if h != nil && opts.Batch != nil {
-		return opts, fmt.Errorf("%w: give a message handler or batch options with a batch handler, not both", ErrInvalidBatch)
+	if err := stageOf(opts).handler(h); err != nil {
+		return opts, err
 	}
 	for _, n := range [][2]string{{"stream", m.stream}, {"group", m.group}, {"member", m.member}} {
 		if err := ValidateName(n[0], n[1]); err != nil {
@@ -374,12 +161,6 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 		return opts, err
 	}
 	m.obs = newObservers(opts.Observers)
-	if err := opts.Retry.Validate(); err != nil {
-		return opts, err
-	}
-	if opts.Retry != nil && opts.Batch != nil {
-		return opts, fmt.Errorf("%w: a retry policy and batch delivery cannot be combined yet (a failing batch is retried whole, then the member stops): use one of them", ErrInvalidBatch)
-	}
 	v, err := m.c.ServerVersion()
 	if err != nil {
 		return opts, err
@@ -391,73 +172,6 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 		return opts, err
 	}
 	return opts, nil
-}
-
-// JoinStatic starts an instance of member in a static group: it binds to
-// (or creates) the member's pinned pull consumer and hands each message to
-// h. It returns once the instance is pulling; watch Done for its end.
-// Cancelling ctx stops the instance as Stop does.
-func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
-	m := &Member{c: c, stream: stream, cstream: stream, group: group, member: member,
-		consumer: StaticConsumerName(group, member), handler: h, done: make(chan struct{})}
-	st := &staticStrategy{Member: m, gone: make(chan struct{}, 1)}
-	m.kind = st
-	opts, err := m.join(ctx, h, opts)
-	if err != nil {
-		return nil, err
-	}
-	m.opts = opts
-	cfg, _, err := c.getStatic(ctx, stream, group)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.setupPoison(ctx); err != nil {
-		return nil, err
-	}
-	if !cfg.IsMember(member) {
-		return nil, fmt.Errorf("%w: %q is not a member of static group %q (members: %v); static membership is fixed at creation", ErrMemberNotFound, member, group, cfg.MemberNames())
-	}
-	if err := CheckJoinStatic(stream, group, member, cfg); err != nil {
-		return nil, err
-	}
-	if err := c.joinStaticPreflight(ctx, stream, cfg); err != nil {
-		return nil, err
-	}
-	st.static = cfg
-	if cfg.LayoutOf() == LayoutPartition {
-		return c.joinLayout(ctx, m, KindStatic, cfg)
-	}
-	if err := m.prepareLanes(ctx, nil); err != nil {
-		return nil, err
-	}
-	m.partitions = cfg.Assignment().MemberPartitions(member)
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-
-	kv, err := c.bucket(ctx, StaticBucket)
-	if err != nil {
-		return nil, err
-	}
-	m.watcher, err = kv.Watch(m.ctx, Key(stream, group))
-	if err != nil {
-		m.cancel()
-		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
-	}
-	if filters := cfg.MemberFilters(member); len(filters) > 0 {
-		if err := st.bindStatic(ctx, filters); err != nil {
-			_ = m.watcher.Stop()
-			m.cancel()
-			return nil, err
-		}
-	}
-	m.emit(Event{Kind: EventJoined, Reason: st.resumed})
-	if len(m.partitions) == 0 {
-		m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
-	} else {
-		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
-	}
-	m.kind.start()
-	m.stopWith(ctx)
-	return m, nil
 }
 
 const reasonStandby = "standby until the server pins this instance"
@@ -518,68 +232,6 @@ func compatible(have jetstream.ConsumerConfig, filters []string) bool {
 		have.PriorityPolicy == jetstream.PriorityPolicyPinned
 }
 
-// bindStatic creates the member consumer, or binds to an existing one that
-// is the member's own (MemberConsumerOwned), and starts pulling. An owned
-// consumer with other filters (a leftover of an earlier group of the same
-// name) is updated when no instance pulls from it; one that is not the
-// member's is never touched.
-func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error {
-	want := m.consumerConfig(filters)
-	var (
-		cons    jetstream.Consumer
-		err     error
-		resumed string
-	)
-	if cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
-		// Gone after inactivity (or never made): pick up where the member
-		// left off, if it saved its place.
-		create := want
-		resumed = m.startAfter(ctx, &create)
-		cons, err = m.c.js.CreateConsumer(ctx, m.cstream, create)
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			// Another instance made it just now: look at it as below.
-			resumed = ""
-			cons, err = m.c.js.Consumer(ctx, m.cstream, m.consumer)
-		} else if err == nil {
-			cons = nil // ours, just made
-		}
-	}
-	if err == nil && cons != nil {
-		ci := cons.CachedInfo()
-		if ok, why := MemberConsumerOwned(ci.Config, "static", m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
-			return notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("static group %q on %q (member %q)", m.group, m.stream, m.member), why, "stop what uses it and remove it, or rename the group or member")
-		}
-		if err := m.ackPendingProblem(ci.Config); err != nil {
-			return err
-		}
-		if !compatible(ci.Config, filters) {
-			if ci.NumWaiting > 0 {
-				// Live instances use it (another implementation's, or of a
-				// group recreated under them): never change what they consume.
-				return fmt.Errorf("%w: consumer %s on %s has filters %v but the group gives member %s %v, and instances are pulling from it; stop them (or delete the consumer) and join again",
-					ErrConsumerConflict, m.consumer, m.cstream, consumerFilters(ci.Config), m.member, filters)
-			}
-			// The member's own, with an earlier configuration's filters.
-			upd := want
-			if !isMarked(ci.Config.Metadata) {
-				upd.Metadata = ci.Config.Metadata // leave an unmarked consumer unmarked
-			}
-			_, err = m.c.js.UpdateConsumer(ctx, m.cstream, upd)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", m.consumer, m.cstream, err)
-	}
-	if err := m.attach(filters); err != nil {
-		return err
-	}
-	if resumed != "" {
-		m.resumed = resumed
-	}
-	go m.keepPosition(m.bound)
-	return nil
-}
-
 // attach starts pulling from the member consumer with the given filters.
 func (m *Member) attach(filters []string) error {
 	p, err := newPuller(m)
@@ -610,15 +262,8 @@ func (m *Member) handleLoop(b *binding) {
 	defer close(b.handleDone)
 	stage := m.newDelivery(bindingSink{m: m, b: b})
 	b.stage.Store(stage)
-	if ls, ok := stage.(*laneStage); ok && m.poison == nil && m.obs == nil {
-		// Only the lane stage holds a key while its message's ack
-		// awaits the reply; a retry policy and observers settle a
-		// message by what its handler call left behind.
-		if p, err := newAckPipe(b.puller.nc, min(m.opts.AckWait, doubleAckTimeout), b.acked); err == nil {
-			p.settled = ls.ackSettled
-			b.acks = p
-			defer p.close()
-		}
+	if p := m.pipeAcks(b, stage); p != nil {
+		defer p.close()
 	}
 	for {
 		select {
@@ -903,39 +548,6 @@ func (m *Member) lostPin(cause EventCause, reason string) {
 	}
 }
 
-// watchStatic follows a static group's KV entry: a deletion stops the
-// instance cleanly, any change stops it with an error (static membership
-// is fixed).
-func (m *staticStrategy) watchStatic() {
-	for {
-		select {
-		case <-m.done:
-			return
-		case e, ok := <-m.watcher.Updates():
-			if !ok {
-				return
-			}
-			if e == nil {
-				continue // end of the initial value
-			}
-			switch e.Operation() {
-			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				go m.stopFor(nil, CauseGroupDeleted)
-				return
-			}
-			cfg, err := decodeStatic(e.Key(), e.Value())
-			if err != nil {
-				go m.stopFor(err, CauseConfigInvalid)
-				return
-			}
-			if !cfg.Equal(m.static) {
-				go m.stopFor(fmt.Errorf("%w: static group %s changed on the server (%v); static membership is fixed, restart against the new configuration", ErrConfigChanged, Key(m.stream, m.group), changedFrom(m.static, cfg)), CauseConfigChanged)
-				return
-			}
-		}
-	}
-}
-
 func (m *Member) emit(e Event) {
 	if m.opts.OnEvent == nil && m.obs == nil {
 		return
@@ -967,7 +579,7 @@ func (m *Member) Stop() { m.stopFor(nil, CauseStopRequested) }
 const reasonStopRequested = "stop requested"
 
 // stop stops the instance for the stop cause named by reason (the words of
-// stopReasons): the form gone.go's stop paths use.
+// stopReasons): the form the gone-consumer stop paths use.
 func (m *Member) stop(err error, reason string) { m.finish(err, stopCauseOf(reason), reason) }
 
 // stopFor stops the instance for cause, reporting it with its words.
@@ -980,7 +592,7 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		m.cancel()
 		m.kind.halt() // no rebinding behind our back
 		how := releaseKeep
-		if cause == CauseStopRequested || cause == CauseBatchFailed {
+		if unpinsOnStop(cause) {
 			how = releaseUnpin
 		}
 		if cause == CauseReleasedToRebalance {

@@ -251,7 +251,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		}
 		ps.apply(e.Key(), e.Value(), e.Revision(), false)
 	}
-	m.poison = ps
+	m.stages.poison = ps
 	return nil
 }
 
@@ -388,7 +388,7 @@ func (ps *poisonState) keepParked() {
 // holdUntil tells the lane stage how long to hold the key of raw, which
 // ended unacked: past its backoff, or until it comes back when parked.
 func (s bindingSink) holdUntil(raw *nats.Msg) (time.Time, bool) {
-	ps := s.m.poison
+	ps := s.m.stages.poison
 	if ps == nil {
 		return time.Time{}, false
 	}
@@ -399,19 +399,17 @@ func (s bindingSink) holdUntil(raw *nats.Msg) (time.Time, bool) {
 	return t, ok
 }
 
-// handle runs the handler for raw under the retry policy and settles it.
-func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
-	ps.start()
+// before deals with what the policy knows of raw before user code may see
+// it: a parked message not released is held again, one released to be
+// skipped is dead-lettered, one whose dead letter is owed has only its
+// publish retried. call is false when the policy settled (or holds) raw
+// itself; parked says raw was parked and is released to be retried (rec
+// is its record).
+func (ps *poisonState) before(s bindingSink, raw *nats.Msg, md *nats.MsgMetadata, subject string, part int) (rec ParkedMessage, parked, call bool) {
 	m := ps.m
-	subject, part := StripPartition(raw.Subject)
-	md, err := raw.Metadata()
-	if err != nil {
-		m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id")})
-		return
-	}
 	seq := md.Sequence.Stream
 	ps.mu.Lock()
-	rec, parked := ps.records[seq]
+	rec, parked = ps.records[seq]
 	skip, released := ps.releases[seq]
 	delete(ps.holds, seq)
 	ps.mu.Unlock()
@@ -420,7 +418,7 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 		// without the handler.
 		rec.Deliveries = md.NumDelivered
 		ps.hold(s, raw, rec)
-		return
+		return rec, parked, false
 	}
 	if parked && skip {
 		dl := rec.DeadLetter
@@ -434,12 +432,12 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 			ps.mu.Unlock()
 			ps.deleteKey(rec, "release")
 			ps.hold(s, raw, rec)
-			return
+			return rec, parked, false
 		}
 		if ps.deadLetter(s, raw, md, dl, subject, part, DLReasonSkip, rec.Error) {
 			ps.clear(seq)
 		}
-		return
+		return rec, parked, false
 	}
 	if parked {
 		// Released to retry once more: the request is used up now.
@@ -463,9 +461,27 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 			if !m.ackStale(raw) {
 				_ = raw.Nak()
 			}
-			return
+			return rec, parked, false
 		}
 		ps.settle(s, raw, md, subject, part, owed.reason, owed.errText, nil, false)
+		return rec, parked, false
+	}
+	return rec, parked, true
+}
+
+// handle runs the handler for raw under the retry policy and settles it.
+func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
+	ps.start()
+	m := ps.m
+	subject, part := StripPartition(raw.Subject)
+	md, err := raw.Metadata()
+	if err != nil {
+		m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id")})
+		return
+	}
+	seq := md.Sequence.Stream
+	rec, parked, call := ps.before(s, raw, md, subject, part)
+	if !call {
 		return
 	}
 	out := &msgOutcome{}
@@ -524,6 +540,81 @@ func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 		errText = herr.Error()
 	}
 	ps.settle(s, raw, md, subject, part, reason, errText, herr, parked)
+}
+
+// The retry policy as a batch stage uses it (batch.go). A batch stage
+// hands its messages to user code several at a time, so the policy cannot
+// run inside one handler call: the stage asks it, per message, whether the
+// message must first be dealt with alone (waiting), lets it do that
+// (first), and, once a message has failed alone, has it take the policy's
+// action (now).
+
+// waiting reports whether raw is a message the policy must deal with
+// before user code sees it: parked (released or not), or owed to the
+// dead-letter subject.
+func (ps *poisonState) waiting(raw *nats.Msg) bool {
+	seq := streamSeq(raw)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	_, parked := ps.records[seq]
+	_, owed := ps.owed[seq]
+	return parked || owed
+}
+
+// first deals with a waiting message as handle does before its handler
+// call; true when user code must see it once more (released to retry).
+func (ps *poisonState) first(s bindingSink, raw *nats.Msg) bool {
+	ps.start()
+	md, err := raw.Metadata()
+	if err != nil {
+		return true
+	}
+	subject, part := StripPartition(raw.Subject)
+	_, _, call := ps.before(s, raw, md, subject, part)
+	return call
+}
+
+// now takes the policy's action on raw, which failed in user code on its
+// own after its batch failed every attempt (herr: the last error).
+func (ps *poisonState) now(s bindingSink, raw *nats.Msg, herr error) {
+	ps.start()
+	md, err := raw.Metadata()
+	if err != nil {
+		return
+	}
+	m := ps.m
+	if s.b.releasing.Load() || m.stopping.Load() || m.ackStale(raw) {
+		if !m.ackStale(raw) {
+			_ = raw.Nak()
+		}
+		return
+	}
+	subject, part := StripPartition(raw.Subject)
+	seq := md.Sequence.Stream
+	ps.mu.Lock()
+	rec, parked := ps.records[seq]
+	ps.mu.Unlock()
+	reason := DLReasonMaxDeliver
+	if parked {
+		reason = rec.Reason
+	}
+	errText := ""
+	if herr != nil {
+		errText = herr.Error()
+	}
+	ps.settle(s, raw, md, subject, part, reason, errText, herr, parked)
+}
+
+// handled forgets raw's park record once user code handled it (a parked
+// message released to retry, then acked).
+func (ps *poisonState) handled(raw *nats.Msg) {
+	seq := streamSeq(raw)
+	ps.mu.Lock()
+	_, parked := ps.records[seq]
+	ps.mu.Unlock()
+	if parked {
+		ps.clear(seq)
+	}
 }
 
 // settle takes the policy's action on a poison message: dead-letter, stop
@@ -620,10 +711,10 @@ func (ps *poisonState) recordLater(rec ParkedMessage) {
 // keyOf is the partitioning key of a subject when the member reads keys
 // (concurrent instances), else "".
 func (ps *poisonState) keyOf(subject string) string {
-	if ps.m.keyOf == nil {
+	if ps.m.stages.keyOf == nil {
 		return ""
 	}
-	if k, ok := ps.m.keyOf(subject); ok {
+	if k, ok := ps.m.stages.keyOf(subject); ok {
 		return k
 	}
 	return ""

@@ -696,10 +696,10 @@ func TestPoisonParkSurvivesRestartThenSkip(t *testing.T) {
 	defer m2.Stop()
 	// The new instance is redelivered it (after the ack wait) and holds it.
 	natstest.Eventually(t, 30*time.Second, "the parked message redelivered and held", func() bool {
-		return m2.poison != nil && func() bool {
-			m2.poison.mu.Lock()
-			defer m2.poison.mu.Unlock()
-			return len(m2.poison.held) == 1
+		return m2.stages.poison != nil && func() bool {
+			m2.stages.poison.mu.Lock()
+			defer m2.stages.poison.mu.Unlock()
+			return len(m2.stages.poison.held) == 1
 		}()
 	})
 	if n := log.nAttempts(); n != 1 {

@@ -12,7 +12,8 @@ import (
 // stopping) with a strategy behind it for what its kind of group does
 // differently: how it binds the member consumer, how it follows the
 // stored configuration, and, for elastic groups, how it reconciles a
-// changing membership. The runtime calls the strategy; the strategy calls
+// changing membership (static_member.go, elastic_member.go). The runtime
+// calls the strategy; the strategy calls
 // back into the runtime (attach, release, stop) and never the other way
 // round through a kind switch.
 type strategy interface {
@@ -35,40 +36,6 @@ type strategy interface {
 	// stopped runs on stop, after the release, with whether the instance
 	// held the pin and why it stops.
 	stopped(wasPinned bool, cause EventCause)
-}
-
-// staticStrategy is a static member's: a fixed set of partitions, any
-// change of the group stops the instance, a deleted consumer is recreated
-// where the member left off (gone.go, positions.go).
-type staticStrategy struct {
-	*Member
-	static  StaticConfig
-	gone    chan struct{} // the consumer may have been deleted (gone.go)
-	resumed string        // how a recreated consumer resumed
-}
-
-func (m *staticStrategy) name() string { return "static" }
-
-func (m *staticStrategy) shape(cc *jetstream.ConsumerConfig) {
-	cc.Durable = m.consumer
-	// Not forever: see positions.go.
-	cc.InactiveThreshold = m.opts.InactiveThreshold
-}
-
-func (m *staticStrategy) start() {
-	go m.watchStatic()
-	go m.guardStatic()
-}
-
-func (m *staticStrategy) lookAgain() { m.kickStatic() }
-
-func (m *staticStrategy) halt() {}
-
-func (m *staticStrategy) stopped(wasPinned bool, cause EventCause) {
-	if wasPinned && cause == CauseStopRequested {
-		var none uint64
-		m.savePosition(&none)
-	}
 }
 
 // elasticStrategy is an elastic member's: its controller goroutine
