@@ -452,7 +452,7 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 		return MembershipChange{}, err
 	}
 	o := applyOptions(opts)
-	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
+	mc, err := c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
 			return &RemedyError{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
 				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
@@ -473,6 +473,12 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 		setMembers(cfg, list, o.minimal && len(mc.Changed) > 0)
 		return nil
 	})
+	if err == nil && !o.dryRun {
+		// Members an operator adds are the operator's: never reaped, even
+		// those that had joined by themselves.
+		c.claimMembers(ctx, stream, group, members)
+	}
+	return mc, err
 }
 
 // DropMembers removes members from an elastic group. Without Minimal the

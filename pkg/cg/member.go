@@ -56,7 +56,10 @@ type Event struct {
 	Consumer   string    `json:"consumer,omitempty"`
 	Partitions []int     `json:"partitions,omitempty"`
 	PinID      string    `json:"pin_id,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	// Peer is the member an EventMemberAdded or EventMemberDropped is
+	// about (this one, or another the instance dropped).
+	Peer   string `json:"peer,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Cause is why the instance stopped (EventStopped), lost its pin
 	// (EventPinLost) or fenced itself (EventFenced), for code to test;
 	// Reason says it in words. Empty for other events.
@@ -153,6 +156,18 @@ type JoinOptions struct {
 	// handed to user code and their results, pins, the join and the stop.
 	// The metrics and tracing plugins (pkg/cg/plugin/...) are observers.
 	Observers []Observer
+	// Dynamic makes the member follow its instances (elastic groups,
+	// dynamic.go): the first instance adds the member to the group, the
+	// clean stop of its last instance drops it, and while it runs it keeps
+	// a liveness record by which the other dynamic members drop it once
+	// all its instances are gone for SessionTimeout. A member an operator
+	// added is never dropped this way: its dynamic instances keep records
+	// (so it shows as seen) but leave the membership alone.
+	Dynamic bool
+	// SessionTimeout is how long a dynamic member may give no sign of
+	// life before the others drop it. Default DefaultSessionTimeout; at
+	// least MinSessionTimeout.
+	SessionTimeout time.Duration
 
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).
@@ -293,6 +308,11 @@ type Member struct {
 	// of those, names its saved position in place of the member.
 	layout  *layoutParent
 	posName string
+
+	// dyn runs dynamic membership (dynamic.go); dynClosed: the instance
+	// has stopped, so none is started after.
+	dyn       *dynamicMember
+	dynClosed bool
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -365,6 +385,9 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		return nil, err
 	}
 	m.opts = opts
+	if _, err := opts.checkDynamic(KindStatic, group); err != nil {
+		return nil, err
+	}
 	cfg, _, err := c.getStatic(ctx, stream, group)
 	if err != nil {
 		return nil, err
@@ -936,6 +959,7 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		}
 		wasPinned := m.release(how)
 		m.kind.stopped(wasPinned, cause)
+		m.leaveDynamic(cause)
 		m.mu.Lock()
 		m.stopErr = err
 		m.stopCause = cause
