@@ -53,6 +53,11 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	if err := CheckJoinElastic(stream, group, member, cfg); err != nil {
 		return nil, err
 	}
+	if opts.Dynamic {
+		if err := roomFor(cfg, group, member); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.joinElasticPreflight(ctx, stream, cfg); err != nil {
 		return nil, err
 	}
