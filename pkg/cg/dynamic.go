@@ -544,6 +544,14 @@ func (d *dynamicMember) reap(ctx context.Context) {
 	d.mu.Lock()
 	for tok, p := range d.peers {
 		timeout := p.sessionTimeout(d.timeout)
+		if tok != d.tok && p.marker != 0 && now.Sub(p.last) > timeout {
+			c := reapCandidate{tok: tok, member: p.member, marker: p.marker, maxRev: p.maxRev, timeout: timeout, insts: map[string]uint64{}}
+			for id, in := range p.insts {
+				c.insts[id] = in.rev
+			}
+			gone = append(gone, c)
+			continue // its records go with it, once it is dropped
+		}
 		for id, in := range p.insts {
 			if tok == d.tok && id == d.instance {
 				continue
@@ -555,14 +563,6 @@ func (d *dynamicMember) reap(ctx context.Context) {
 				}{d.prefix + "." + tok + "." + id, in.rev})
 			}
 		}
-		if tok == d.tok || p.marker == 0 || now.Sub(p.last) <= timeout {
-			continue
-		}
-		c := reapCandidate{tok: tok, member: p.member, marker: p.marker, maxRev: p.maxRev, timeout: timeout, insts: map[string]uint64{}}
-		for id, in := range p.insts {
-			c.insts[id] = in.rev
-		}
-		gone = append(gone, c)
 	}
 	d.mu.Unlock()
 	for _, s := range stale {
@@ -668,6 +668,7 @@ func (d *dynamicMember) leave(cause EventCause) {
 	if others {
 		return
 	}
+	d.unpinLeft(ctx)
 	mc, err := d.dropMember(ctx, d.m.member, nil)
 	if err != nil {
 		d.m.emit(Event{Kind: EventWarning, Err: err, Reason: "dynamic membership: dropping the member on its last stop: " + err.Error()})
@@ -682,6 +683,30 @@ func (d *dynamicMember) leave(cause EventCause) {
 	}
 }
 
+// unpinLeft, on a partition-layout group, unpins the partition consumers
+// of the member's last instance, which has stopped. A partition runtime
+// knows its pin only from a message delivered under it: one the server
+// pinned while its partition was idle kept the pin for the pinned TTL
+// after the stop, and the partition's new owner waited that long. As the
+// member's last instance it is the only one that can hold these pins.
+func (d *dynamicMember) unpinLeft(ctx context.Context) {
+	m := d.m
+	if m.layout == nil {
+		return
+	}
+	cfg, _, err := m.c.getElastic(ctx, m.stream, m.group)
+	if err != nil {
+		return
+	}
+	s, err := m.c.js.Stream(ctx, m.cstream)
+	if err != nil {
+		return
+	}
+	for _, p := range cfg.Assignment().MemberPartitions(m.member) {
+		_ = s.UnpinConsumer(ctx, PartitionConsumerName(m.group, p), PriorityGroup)
+	}
+}
+
 // claimMembers removes the dynamic marks of members an operator added.
 func (c *Client) claimMembers(ctx context.Context, stream, group string, members []string) {
 	kv, err := c.bucket(ctx, DynamicBucket)
@@ -693,5 +718,25 @@ func (c *Client) claimMembers(ctx context.Context, stream, group string, members
 		if e, err := kv.Get(ctx, key); err == nil {
 			_ = kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 		}
+	}
+}
+
+// deleteDynamic removes a deleted group's dynamic marks and liveness
+// records.
+func (c *Client) deleteDynamic(ctx context.Context, stream, group string) {
+	kv, err := c.js.KeyValue(ctx, DynamicBucket)
+	if err != nil {
+		return
+	}
+	lister, err := kv.ListKeysFiltered(ctx, dynamicPrefix(stream, group)+".>")
+	if err != nil {
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		_ = kv.Purge(ctx, k)
 	}
 }

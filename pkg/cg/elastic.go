@@ -293,6 +293,7 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
 	c.deletePoison(ctx, KindElastic, stream, group)
+	c.deleteDynamic(ctx, stream, group)
 	ws := WorkStreamName(stream, group)
 	s, err := c.js.Stream(ctx, ws)
 	switch {
