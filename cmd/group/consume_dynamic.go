@@ -2,11 +2,14 @@ package group
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
+	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
@@ -60,4 +63,27 @@ func (d *DynamicFlags) joinErr(err error) error {
 		return cmdutil.NewUsageError(err)
 	}
 	return nil
+}
+
+// dynamicLine is info's word on dynamic membership: the members that
+// added themselves and those with liveness records, with when each was
+// last seen; "" when the group has none.
+func dynamicLine(cs *render.ColorScheme, gi cg.GroupInfo, now time.Time) string {
+	var parts []string
+	for _, ms := range gi.Members {
+		if !ms.Dynamic && ms.LastSeen.IsZero() {
+			continue
+		}
+		s := cs.Member(ms.Member)
+		if !ms.Dynamic {
+			s += " (operator's)"
+		}
+		if !ms.LastSeen.IsZero() {
+			s += fmt.Sprintf(" seen %s ago", max(now.Sub(ms.LastSeen), 0).Round(100*time.Millisecond))
+		} else {
+			s += " no instance seen"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
 }

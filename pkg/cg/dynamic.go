@@ -740,3 +740,45 @@ func (c *Client) deleteDynamic(ctx context.Context, stream, group string) {
 		_ = kv.Purge(ctx, k)
 	}
 }
+
+// fillDynamic marks gi's dynamic members and when each was last seen,
+// from the group's records in DynamicBucket (none without the bucket).
+func (c *Client) fillDynamic(ctx context.Context, gi *GroupInfo) {
+	kv, err := c.js.KeyValue(ctx, DynamicBucket)
+	if err != nil {
+		return
+	}
+	prefix := dynamicPrefix(gi.Stream, gi.Group) + "."
+	lister, err := kv.ListKeysFiltered(ctx, prefix+">")
+	if err != nil {
+		return
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	byTok := map[string]int{}
+	for i, ms := range gi.Members {
+		byTok[dynamicToken(ms.Member)] = i
+	}
+	for _, k := range keys {
+		tok, inst, _ := strings.Cut(strings.TrimPrefix(k, prefix), ".")
+		i, ok := byTok[tok]
+		if !ok {
+			continue
+		}
+		ms := &gi.Members[i]
+		if inst == "" {
+			ms.Dynamic = true
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		ms.Instances++
+		if e.Created().After(ms.LastSeen) {
+			ms.LastSeen = e.Created()
+		}
+	}
+}

@@ -347,6 +347,24 @@ func TestDynamicOperatorMembersNeverReaped(t *testing.T) {
 	if n := f.drops("op") + f.drops("op2") + f.drops("x"); n != 0 {
 		t.Fatalf("%d member_dropped events for operator members", n)
 	}
+	// Info tells the dynamic member from the operator's, and shows when
+	// the running one was last seen (the killed ones' records were tidied
+	// away once their session timeout passed).
+	gi, err := f.c.Info(ctx, cg.KindElastic, "ORDERS", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ms := range gi.Members {
+		dynamic, seen := ms.Member == "a", ms.Member == "a"
+		if ms.Dynamic != dynamic || ms.LastSeen.IsZero() == seen {
+			t.Errorf("info: %s dynamic %v last seen %v; want dynamic %v, seen %v", ms.Member, ms.Dynamic, ms.LastSeen, dynamic, seen)
+		}
+	}
+	for _, ms := range gi.Members {
+		if ms.Member == "a" && time.Since(ms.LastSeen) > 10*time.Second {
+			t.Errorf("a, running, last seen %v ago", time.Since(ms.LastSeen))
+		}
+	}
 	// A dynamic one beside them is reaped as usual.
 	f.mustJoin("d", "d", timeout)
 	dm := f.members()

@@ -650,6 +650,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		}
 		c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, cis: cis}, scope)
 	}
+	c.fillDynamic(ctx, &gi)
 	gi.Backlog = make([]uint64, cfg.MaxMembers)
 	if scope.all && gi.LagError == "" && len(gi.PartitionLag) == cfg.MaxMembers {
 		// The work stream holds only what is pending: the backlog is the lag.
