@@ -278,7 +278,7 @@ func TestDynamicKilledMemberIsReapedAndComesBack(t *testing.T) {
 		f.kill(victim)
 		f.waitMembers("c reaped", "a", "b")
 		took := time.Since(killed)
-		if took < timeout-500*time.Millisecond { // its last refresh may have come up to one refresh before the kill
+		if took < timeout-time.Second { // its last refresh may have come a starved refresh (up to about 1s) before the kill
 			t.Fatalf("c dropped %v after the kill, before its session timeout %v", took, timeout)
 		}
 		// The survivors serve every partition, c's included.
