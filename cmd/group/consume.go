@@ -51,6 +51,8 @@ type ConsumeOptions struct {
 	// started worker.
 	Worker WorkerFlags
 	work   *workerRun
+	// Dynamic: --dynamic, --session-timeout (consume_dynamic.go).
+	Dynamic DynamicFlags
 }
 
 // NewCmdConsume builds `cg <kind> consume <stream> <group> <member>`.
@@ -86,6 +88,9 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 			if err := opts.Listen.check(); err != nil {
 				return err
 			}
+			if err := opts.Dynamic.check(cmd.Flags(), opts.Group); err != nil {
+				return err
+			}
 			return consumeRun(cmd.Context(), opts)
 		},
 	}
@@ -107,6 +112,7 @@ func NewCmdConsume(f *factory.Factory, k cg.Kind) *cobra.Command {
 	opts.Poison.bind(fs)
 	opts.Listen.bind(fs)
 	opts.Worker.bind(fs)
+	opts.Dynamic.bind(fs, k)
 	return cmd
 }
 
@@ -183,6 +189,7 @@ type EventLine struct {
 	Member     string    `json:"member"`
 	Partitions []int     `json:"partitions,omitempty"`
 	PinID      string    `json:"pin_id,omitempty"`
+	Peer       string    `json:"peer,omitempty"` // member_added, member_dropped: the member
 	Reason     string    `json:"reason,omitempty"`
 	Error      string    `json:"error,omitempty"`
 }
@@ -240,6 +247,7 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	}
 	defer lis.close()
 	jo.Observers = append(jo.Observers, lis.observers()...)
+	o.Dynamic.apply(&jo)
 	var msgHandler cg.Handler = s.handleMsg
 	if o.Batch > 0 {
 		// --batch: consume_batch.go hands over and prints whole batches.
@@ -250,6 +258,9 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 	if err != nil {
 		if ce := (*cg.CeilingError)(nil); errors.As(err, &ce) {
 			return ceilingJoinErr(ce)
+		}
+		if ue := o.Dynamic.joinErr(err); ue != nil {
+			return ue
 		}
 		return hints.Wrap(poisonJoinErr(err, o.Kind, o.Stream, o.Group), o.Kind, o.Stream, o.Group)
 	}
@@ -329,7 +340,7 @@ func (s *session) onPartition(e cg.Event) bool {
 
 // eventLine is e in --json.
 func (s *session) eventLine(e cg.Event) EventLine {
-	el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Reason: e.Reason}
+	el := EventLine{Type: "event", Event: string(e.Kind), Time: e.Time, Member: e.Member, PinID: e.PinID, Peer: e.Peer, Reason: e.Reason}
 	// On a partition-layout group a pin (and what befalls it) is one
 	// partition consumer's: the line names that partition, as the text
 	// line does, so a reader can tell its pins apart.

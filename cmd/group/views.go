@@ -64,6 +64,12 @@ type MemberStatusView struct {
 	// PartitionConsumers, on a partition-layout group: the consumer of
 	// each of the member's partitions and the pin on it.
 	PartitionConsumers []PartitionConsumerView `json:"partition_consumers,omitempty"`
+	// Dynamic, LastSeen, Instances: dynamic membership (elastic consume
+	// --dynamic): the member added itself, the server's time of its
+	// instances' latest liveness write, how many records it has.
+	Dynamic   bool      `json:"dynamic,omitempty"`
+	LastSeen  time.Time `json:"last_seen,omitzero"`
+	Instances int       `json:"instances,omitempty"`
 }
 
 // PartitionConsumerView is one partition's consumer on a partition-layout
@@ -135,6 +141,7 @@ func memberStatusView(ms cg.MemberStatus) MemberStatusView {
 		Pending: ms.Pending, AckPending: ms.AckPending, Delivered: ms.Delivered, AckFloor: ms.AckFloor,
 		Filters: ms.Filters, DeliveredConsumerSeq: ms.DeliveredConsumerSeq,
 		AckFloorConsumerSeq: ms.AckFloorConsumerSeq, Unusable: ms.Unusable,
+		Dynamic: ms.Dynamic, LastSeen: ms.LastSeen, Instances: ms.Instances,
 	}
 	if ms.Lag != nil {
 		l := lagView(*ms.Lag)

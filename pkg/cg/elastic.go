@@ -293,6 +293,7 @@ func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (Delet
 		return res, fmt.Errorf("delete group %s: %w", Key(stream, group), err)
 	}
 	c.deletePoison(ctx, KindElastic, stream, group)
+	c.deleteDynamic(ctx, stream, group)
 	ws := WorkStreamName(stream, group)
 	s, err := c.js.Stream(ctx, ws)
 	switch {
@@ -452,7 +453,7 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 		return MembershipChange{}, err
 	}
 	o := applyOptions(opts)
-	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
+	mc, err := c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
 			return &RemedyError{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
 				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
@@ -473,6 +474,12 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 		setMembers(cfg, list, o.minimal && len(mc.Changed) > 0)
 		return nil
 	})
+	if err == nil && !o.dryRun {
+		// Members an operator adds are the operator's: never reaped, even
+		// those that had joined by themselves.
+		c.claimMembers(ctx, stream, group, members)
+	}
+	return mc, err
 }
 
 // DropMembers removes members from an elastic group. Without Minimal the
@@ -643,6 +650,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		}
 		c.fillLag(ctx, &gi, lagInput{stream: gi.WorkStream, si: wsi, cis: cis}, scope)
 	}
+	c.fillDynamic(ctx, &gi)
 	gi.Backlog = make([]uint64, cfg.MaxMembers)
 	if scope.all && gi.LagError == "" && len(gi.PartitionLag) == cfg.MaxMembers {
 		// The work stream holds only what is pending: the backlog is the lag.

@@ -39,6 +39,9 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	if err != nil {
 		return nil, err
 	}
+	if opts, err = opts.checkDynamic(KindElastic, group); err != nil {
+		return nil, err
+	}
 	m.opts = opts
 	cfg, _, err := c.getElastic(ctx, stream, group)
 	if err != nil {
@@ -49,6 +52,11 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	}
 	if err := CheckJoinElastic(stream, group, member, cfg); err != nil {
 		return nil, err
+	}
+	if opts.Dynamic {
+		if err := roomFor(cfg, group, member); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.joinElasticPreflight(ctx, stream, cfg); err != nil {
 		return nil, err
@@ -62,7 +70,7 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	}
 	es.elastic = cfg
 	if cfg.LayoutOf() == LayoutPartition {
-		return c.joinLayout(ctx, m, KindElastic, cfg)
+		return m.joinedDynamic(ctx)(c.joinLayout(ctx, m, KindElastic, cfg))
 	}
 	if err := m.prepareLanes(ctx, &cfg); err != nil {
 		return nil, err
@@ -87,7 +95,22 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	m.emit(Event{Kind: EventJoined})
 	m.kind.start()
 	m.stopWith(ctx)
-	return m, nil
+	return m.joinedDynamic(ctx)(m, nil)
+}
+
+// joinedDynamic finishes a join with dynamic membership, when asked: a
+// member that cannot add itself does not run.
+func (m *Member) joinedDynamic(ctx context.Context) func(*Member, error) (*Member, error) {
+	return func(j *Member, err error) (*Member, error) {
+		if err != nil || !m.opts.Dynamic {
+			return j, err
+		}
+		if err := m.startDynamic(ctx); err != nil {
+			m.Stop()
+			return nil, err
+		}
+		return m, nil
+	}
 }
 
 // runElastic is the controller: it serialises configuration changes,

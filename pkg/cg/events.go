@@ -45,7 +45,10 @@ type Event struct {
 	Consumer   string    `json:"consumer,omitempty"`
 	Partitions []int     `json:"partitions,omitempty"`
 	PinID      string    `json:"pin_id,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	// Peer is the member an EventMemberAdded or EventMemberDropped is
+	// about (this one, or another the instance dropped).
+	Peer   string `json:"peer,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Cause is why the instance stopped (EventStopped), lost its pin
 	// (EventPinLost) or fenced itself (EventFenced), for code to test;
 	// Reason says it in words. Empty for other events.

@@ -122,6 +122,11 @@ type Member struct {
 	// of those, names its saved position in place of the member.
 	layout  *layoutParent
 	posName string
+
+	// dyn runs dynamic membership (dynamic.go); dynClosed: the instance
+	// has stopped, so none is started after.
+	dyn       *dynamicMember
+	dynClosed bool
 }
 
 // binding is an instance's attachment to the member consumer: its pull
@@ -600,6 +605,7 @@ func (m *Member) finish(err error, cause EventCause, reason string) {
 		}
 		wasPinned := m.release(how)
 		m.kind.stopped(wasPinned, cause)
+		m.leaveDynamic(cause)
 		m.mu.Lock()
 		m.stopErr = err
 		m.stopCause = cause

@@ -97,6 +97,18 @@ type JoinOptions struct {
 	// handed to user code and their results, pins, the join and the stop.
 	// The metrics and tracing plugins (pkg/cg/plugin/...) are observers.
 	Observers []Observer
+	// Dynamic makes the member follow its instances (elastic groups,
+	// dynamic.go): the first instance adds the member to the group, the
+	// clean stop of its last instance drops it, and while it runs it keeps
+	// a liveness record by which the other dynamic members drop it once
+	// all its instances are gone for SessionTimeout. A member an operator
+	// added is never dropped this way: its dynamic instances keep records
+	// (so it shows as seen) but leave the membership alone.
+	Dynamic bool
+	// SessionTimeout is how long a dynamic member may give no sign of
+	// life before the others drop it. Default DefaultSessionTimeout; at
+	// least MinSessionTimeout.
+	SessionTimeout time.Duration
 
 	// stage, when set (by tests), makes each binding's delivery stage in
 	// place of the serial one (delivery.go).

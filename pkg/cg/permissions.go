@@ -341,6 +341,12 @@ func (p permCtx) viewer() {
 	p.b.pub(api+".STREAM.INFO.KV_"+PoisonBucket, "info, watch, check: open the bucket "+PoisonBucket+" of parked messages and counters")
 	p.b.pub(api+".DIRECT.GET.KV_"+PoisonBucket+".$KV."+PoisonBucket+"."+gp+".>", "info: read the group's park state and counters")
 	p.kvWatch(PoisonBucket, gp+".>", "the group's parked messages and counters")
+	if p.k == KindElastic {
+		dp := dynamicPrefix(p.stream, p.group) + ".>"
+		p.b.pub(api+".STREAM.INFO.KV_"+DynamicBucket, "info: open the bucket "+DynamicBucket+" of dynamic members and their liveness records")
+		p.b.pub(api+".DIRECT.GET.KV_"+DynamicBucket+".$KV."+DynamicBucket+"."+dp, "info: read the group's dynamic members and when each was last seen")
+		p.kvWatch(DynamicBucket, dp, "the group's dynamic members (listing their keys)")
+	}
 	cons, narrow := p.consumers()
 	for _, c := range cons {
 		p.b.pub(api+".CONSUMER.INFO."+ws+"."+c, "info, watch, check: each member consumer's state, pin and ack floor")
@@ -391,6 +397,7 @@ func (p permCtx) operator() {
 			p.kvWrite(PositionsBucket, p.key+".*", "the members' saved positions (purged on delete)")
 		}
 	} else {
+		p.kvWrite(DynamicBucket, dynamicPrefix(p.stream, p.group)+".>", "add: take a member that added itself over as the operator's; delete: remove the group's dynamic records")
 		p.b.pub(api+".STREAM.CREATE."+ws, "create: make the group's work stream "+ws)
 		p.b.pub(api+".STREAM.UPDATE."+ws, "create: repair the group's work stream "+ws)
 		p.b.pub(api+".STREAM.DELETE."+ws, "delete: remove the group's work stream "+ws)

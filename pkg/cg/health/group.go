@@ -70,6 +70,15 @@ type MemberStatus struct {
 	// them up (Consumer is empty, Pinned is any of them pinned, PinID the
 	// first pinned one's, Waiting the most pull requests on one).
 	PartitionConsumers []PartitionConsumer `json:"partition_consumers,omitempty"`
+	// Dynamic: the member added itself and is dropped when all its
+	// instances are gone (dynamic membership of an elastic group).
+	Dynamic bool `json:"dynamic,omitempty"`
+	// LastSeen is the server's time of the latest liveness write of any of
+	// the member's dynamic instances; zero when none is on record.
+	LastSeen time.Time `json:"last_seen,omitzero"`
+	// Instances counts the member's liveness records: its running
+	// dynamic instances, and for a session timeout those that died.
+	Instances int `json:"instances,omitempty"`
 }
 
 // PartitionConsumer is what the server shows of one partition's consumer
