@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
@@ -244,7 +245,7 @@ type Rebalance struct {
 	// Change is the change as `cg elastic` types it: "add m1 m2".
 	Change string `json:"change"`
 	// Moves are the partitions that changed owner ("" for none).
-	Moves []cg.Move `json:"moves"`
+	Moves []partition.Move `json:"moves"`
 	// Measured: every latency below that could be seen was seen.
 	Measured bool `json:"measured"`
 	// LatencyMS is the change's total: the slowest of Members (an add) or

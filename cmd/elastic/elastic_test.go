@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -314,7 +315,7 @@ func TestAddDrop(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Out), &mc); err != nil {
 		t.Fatalf("add --json: %v: %q", err, r.Out)
 	}
-	wantMoves := cg.Moves(cg.BalancedAssignment([]string{"m1", "m2"}, 10), cg.BalancedAssignment([]string{"m1", "m2", "m3"}, 10))
+	wantMoves := partition.Moves(partition.BalancedAssignment([]string{"m1", "m2"}, 10), partition.BalancedAssignment([]string{"m1", "m2", "m3"}, 10))
 	if !slices.Equal(mc.Changed, []string{"m3"}) || !slices.Equal(mc.Unchanged, []string{"m2"}) || !slices.Equal(mc.Moves, wantMoves) ||
 		!slices.Equal(mc.Config.Members, []string{"m1", "m2", "m3"}) || mc.Revision == 0 || len(mc.Moves) == 0 {
 		t.Fatalf("add --json: %+v (want moves %+v)", mc, wantMoves)
@@ -343,7 +344,7 @@ func TestAddDrop(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Out), &mc); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(mc.Changed, []string{"m1"}) || mc.Unchanged == nil || len(mc.Moves) != 5 || mc.Moves[0] != (cg.Move{Partition: 0, From: "m1", To: "m2"}) {
+	if !slices.Equal(mc.Changed, []string{"m1"}) || mc.Unchanged == nil || len(mc.Moves) != 5 || mc.Moves[0] != (partition.Move{Partition: 0, From: "m1", To: "m2"}) {
 		t.Fatalf("drop --json: %+v", mc)
 	}
 	r = e.mustRun("elastic", "drop", "ORDERS", "g", "m2")
@@ -482,7 +483,7 @@ func TestInfoShowsBacklogAndSourcingLag(t *testing.T) {
 	subjects := e.publish(97, keys...)
 	want := make([]uint64, 10)
 	for _, s := range subjects {
-		p, err := cg.PartitionOfSubject(s, "orders.*", 10, []int{1})
+		p, err := partition.PartitionOfSubject(s, "orders.*", 10, []int{1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -634,7 +635,7 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 	subjects := e.publish(60, keys...)
 	var mine []string
 	for _, s := range subjects {
-		if p, _ := cg.PartitionOfSubject(s, "orders.*", 10, []int{1}); p < 5 {
+		if p, _ := partition.PartitionOfSubject(s, "orders.*", 10, []int{1}); p < 5 {
 			mine = append(mine, s)
 		}
 	}
@@ -656,7 +657,7 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 			if p > 4 {
 				t.Errorf("m1 got partition %d (%s)", p, s)
 			}
-			if want, _ := cg.PartitionOfSubject(s, "orders.*", 10, []int{1}); !strings.HasPrefix(s, "orders.") || want != p {
+			if want, _ := partition.PartitionOfSubject(s, "orders.*", 10, []int{1}); !strings.HasPrefix(s, "orders.") || want != p {
 				t.Errorf("subject %q (partition %d) not stripped or in the wrong partition", s, p)
 			}
 			if l["acked"] != true {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -53,7 +54,7 @@ func (e *env) publishPerPartition(n, k int) {
 	keys := make([]string, n)
 	for i, found := 0, 0; found < n; i++ {
 		key := fmt.Sprintf("k%d", i)
-		p, _ := cg.PartitionOfSubject("orders."+key, "orders.*", n, []int{1})
+		p, _ := partition.PartitionOfSubject("orders."+key, "orders.*", n, []int{1})
 		if keys[p] == "" {
 			keys[p], found = key, found+1
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -151,7 +152,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	// m1's share of the traffic, by the math.
 	want := 0
 	for i := 0; i < 40; i++ {
-		p := cg.PartitionOfKey([]string{"alice", "bob", "carol", "dave", "erin", "frank"}[i%6], 10)
+		p := partition.PartitionOfKey([]string{"alice", "bob", "carol", "dave", "erin", "frank"}[i%6], 10)
 		if p < 5 {
 			want++
 		}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -202,7 +203,7 @@ func (m *Member) batchAckPendingProblem(cc jetstream.ConsumerConfig) error {
 
 // message builds the handler's Msg of raw, as handle does.
 func (s bindingSink) message(raw *nats.Msg) (*Msg, jsMsg) {
-	subject, p := StripPartition(raw.Subject)
+	subject, p := partition.StripPartition(raw.Subject)
 	js := s.msg(raw)
 	return &Msg{Msg: batchMsgGuard{js}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")}, js
 }
@@ -434,7 +435,7 @@ func (s *batchStage) admit(items []*batchItem) []*batchItem {
 			if bs, ok := s.sink.(bindingSink); ok {
 				q.msg, q.js = bs.message(q.raw)
 			} else {
-				subject, p := StripPartition(q.raw.Subject)
+				subject, p := partition.StripPartition(q.raw.Subject)
 				q.msg = &Msg{subject: subject, partition: p, pinID: q.raw.Header.Get("Nats-Pin-Id")}
 			}
 		}

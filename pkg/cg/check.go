@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -481,7 +482,7 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		}
 	}
 	if len(unowned) > 0 {
-		what := fmt.Sprintf("partitions %s have no owner", Ranges(unowned))
+		what := fmt.Sprintf("partitions %s have no owner", partition.Ranges(unowned))
 		hint, remedy := "add members to the group", t.remedy(RemedyAddMembers)
 		if len(cfg.MemberNames()) == 0 {
 			what = "the group has no members"
@@ -560,7 +561,7 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 			// is new, not broken; what create accepts, check does not
 			// call critical. Once the member has run, this is critical.
 			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
-			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, Ranges(parts))
+			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, partition.Ranges(parts))
 			f.Hint, f.Remedy = consume(m)
 		case backlog > 0 || !known:
 			f.Severity, f.Code = SeverityCritical, CodePartitionUnserved
@@ -569,11 +570,11 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 				f.Pending = backlog
 				count = plural(backlog, "message is", "messages are") + " waiting"
 			}
-			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", Ranges(parts), m, why, count)
+			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", partition.Ranges(parts), m, why, count)
 			f.Hint, f.Remedy = consume(m)
 		default:
 			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
-			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, Ranges(parts))
+			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, partition.Ranges(parts))
 			f.Hint, f.Remedy = consume(m)
 		}
 		out = append(out, f)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -81,14 +82,14 @@ func (r *checkRun) checkLayout(t checkTarget, cfg GroupConfig, cstream string, c
 			sev = SeverityWarning
 		}
 		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
-			Message: fmt.Sprintf("partitions %s have no owner: nothing reads them", Ranges(unowned)),
+			Message: fmt.Sprintf("partitions %s have no owner: nothing reads them", partition.Ranges(unowned)),
 			Hint:    "give the group members for every partition"})
 	}
 	for _, m := range cfg.MemberNames() {
 		switch {
 		case len(unserved[m]) > 0:
 			out = append(out, Finding{Severity: SeverityCritical, Code: CodePartitionUnserved, Member: m, Partitions: unserved[m], Pending: pending[m],
-				Message: fmt.Sprintf("no instance of member %s pulls partitions %s, and %s messages wait there", m, Ranges(unserved[m]), strconv.FormatUint(pending[m], 10)),
+				Message: fmt.Sprintf("no instance of member %s pulls partitions %s, and %s messages wait there", m, partition.Ranges(unserved[m]), strconv.FormatUint(pending[m], 10)),
 				Hint:    "start the member (an instance pulls every partition it owns)"})
 		case !live[m] && len(cfg.Assignment().MemberPartitions(m)) > 0:
 			out = append(out, Finding{Severity: SeverityWarning, Code: CodeMemberNoInstance, Member: m,

@@ -1,5 +1,6 @@
 package cg
 
+import "github.com/cg-dev/cg/pkg/cg/partition"
 import "fmt"
 
 // limitFindings reports a stored group (made by the reference, which has
@@ -26,7 +27,7 @@ func limitFindings(t checkTarget, cfg GroupConfig) []Finding {
 				without = " under a group name without '.', '*', '>' or white space (the group's name is in every member's consumer name)"
 			}
 			out = append(out, Finding{Severity: SeverityCritical, Code: CodeMemberUnusable, Member: m, Partitions: l.parts[m],
-				Message: fmt.Sprintf("member %q can never run: %s, so its partitions %s are consumed by no one", m, p, Ranges(l.parts[m])),
+				Message: fmt.Sprintf("member %q can never run: %s, so its partitions %s are consumed by no one", m, p, partition.Ranges(l.parts[m])),
 				Hint:    recreate + without, Remedy: t.recreate("", without)})
 			continue
 		}

@@ -3,6 +3,8 @@ package cg
 import (
 	"strings"
 	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // nats-server 2.11 refuses {{partition(N)}} without token indexes, so the
@@ -37,9 +39,9 @@ func TestLayoutMatchesMemberFilters(t *testing.T) {
 	pfs := []PartitioningFilter{{Filter: "a.*", PartitioningWildcards: []int{1}}, {Filter: "b.>"}}
 	for _, cfg := range []GroupConfig{
 		StaticConfig{MaxMembers: 11, Members: []string{"m3", "m1", "m2"}},
-		StaticConfig{MaxMembers: 5, Filters: []string{"a.*", "b.>"}, MemberMappings: []MemberMapping{{Member: "x", Partitions: []int{4, 0}}, {Member: "y", Partitions: []int{3, 2, 1}}}},
+		StaticConfig{MaxMembers: 5, Filters: []string{"a.*", "b.>"}, MemberMappings: []partition.MemberMapping{{Member: "x", Partitions: []int{4, 0}}, {Member: "y", Partitions: []int{3, 2, 1}}}},
 		ElasticConfig{MaxMembers: 7, PartitioningFilters: pfs, Members: []string{"b", "a"}},
-		ElasticConfig{MaxMembers: 4, PartitioningFilters: pfs, MemberMappings: []MemberMapping{{Member: "x", Partitions: []int{3, 1}}, {Member: "y", Partitions: []int{0, 2}}}},
+		ElasticConfig{MaxMembers: 4, PartitioningFilters: pfs, MemberMappings: []partition.MemberMapping{{Member: "x", Partitions: []int{3, 1}}, {Member: "y", Partitions: []int{0, 2}}}},
 		ElasticConfig{MaxMembers: 3},
 	} {
 		l := newLayout(cfg)
@@ -47,7 +49,7 @@ func TestLayoutMatchesMemberFilters(t *testing.T) {
 			if got, want := strings.Join(l.memberFilters(cfg, m), " "), strings.Join(cfg.MemberFilters(m), " "); got != want {
 				t.Errorf("%+v member %s: filters %s, want %s", cfg, m, got, want)
 			}
-			if got, want := Ranges(l.parts[m]), Ranges(cfg.Assignment().MemberPartitions(m)); got != want {
+			if got, want := partition.Ranges(l.parts[m]), partition.Ranges(cfg.Assignment().MemberPartitions(m)); got != want {
 				t.Errorf("%+v member %s: partitions %s, want %s", cfg, m, got, want)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -46,7 +47,7 @@ func TestConfigFilterOverlapServer(t *testing.T) {
 		_, err := js.CreateConsumer(ctx, "OVERLAP", jetstream.ConsumerConfig{
 			Name:           "c",
 			AckPolicy:      jetstream.AckExplicitPolicy,
-			FilterSubjects: PartitionFilters([]int{0}, []string{a, b}),
+			FilterSubjects: partition.PartitionFilters([]int{0}, []string{a, b}),
 		})
 		serverRefuses := err != nil
 		if err == nil {

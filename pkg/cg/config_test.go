@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/synadia-io/orbit.go/pcgroups"
 )
 
@@ -90,12 +91,12 @@ func TestConfigValidateFilter(t *testing.T) {
 }
 
 // mapped builds member mappings from "m1:0,1" style entries.
-func mapped(t *testing.T, entries ...string) []MemberMapping {
+func mapped(t *testing.T, entries ...string) []partition.MemberMapping {
 	t.Helper()
-	var out []MemberMapping
+	var out []partition.MemberMapping
 	for _, e := range entries {
 		name, parts, _ := strings.Cut(e, ":")
-		mm := MemberMapping{Member: name}
+		mm := partition.MemberMapping{Member: name}
 		if parts != "" {
 			for _, p := range strings.Split(parts, ",") {
 				var n int
@@ -259,7 +260,7 @@ func FuzzConfigParseMapping(f *testing.F) {
 		if ValidateName("member", mm.Member) != nil || len(mm.Partitions) == 0 {
 			t.Fatalf("ParseMapping(%q) = %+v", s, mm)
 		}
-		back, err := ParseMapping(FormatMappings([]MemberMapping{mm}))
+		back, err := ParseMapping(partition.FormatMappings([]partition.MemberMapping{mm}))
 		if err != nil || back.Member != mm.Member || !slices.Equal(back.Partitions, mm.Partitions) {
 			t.Fatalf("ParseMapping(%q) = %+v, round trip %+v, %v", s, mm, back, err)
 		}
@@ -267,7 +268,7 @@ func FuzzConfigParseMapping(f *testing.F) {
 }
 
 func TestConfigFormatMappings(t *testing.T) {
-	got := FormatMappings(mapped(t, "m1:0,3", "m2:2,1"))
+	got := partition.FormatMappings(mapped(t, "m1:0,3", "m2:2,1"))
 	if got != "m1:0,3 m2:2,1" {
 		t.Errorf("FormatMappings = %q", got)
 	}
@@ -345,7 +346,7 @@ func TestConfigJSONExact(t *testing.T) {
 			`{"max_members":4,"filters":["orders.*"],"member_mappings":[{"member":"m1","partitions":[3,2,1,0]}]}`},
 		// Empty fields are omitted, nil or not.
 		{StaticConfig{MaxMembers: 3}, `{"max_members":3}`},
-		{StaticConfig{MaxMembers: 3, Filters: []string{}, Members: []string{}, MemberMappings: []MemberMapping{}}, `{"max_members":3}`},
+		{StaticConfig{MaxMembers: 3, Filters: []string{}, Members: []string{}, MemberMappings: []partition.MemberMapping{}}, `{"max_members":3}`},
 	} {
 		if got := specJSON(t, c.cfg); got != c.want {
 			t.Errorf("%+v encodes as %s, want %s", c.cfg, got, c.want)
@@ -407,7 +408,7 @@ func TestConfigJSONReference(t *testing.T) {
 			c.Members = randMembers(r, 8)
 		} else {
 			for k := r.IntN(4); k > 0; k-- {
-				mm := MemberMapping{Member: randToken(r)}
+				mm := partition.MemberMapping{Member: randToken(r)}
 				for p := r.IntN(4); p > 0; p-- {
 					mm.Partitions = append(mm.Partitions, r.IntN(c.MaxMembers))
 				}

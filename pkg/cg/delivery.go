@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 )
 
@@ -170,7 +171,7 @@ func (s bindingSink) deliver(raw *nats.Msg) {
 		m.poison.handle(s, raw) // under a retry policy (poison.go)
 		return
 	}
-	subject, p := StripPartition(raw.Subject)
+	subject, p := partition.StripPartition(raw.Subject)
 	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")})
 }
 

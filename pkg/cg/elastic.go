@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,11 +33,11 @@ type CreateElasticResult struct {
 // work-queue stream sources the origin stream (SPEC §5).
 func ElasticTransforms(cfg ElasticConfig) []jetstream.SubjectTransformConfig {
 	if len(cfg.PartitioningFilters) == 0 {
-		return []jetstream.SubjectTransformConfig{{Source: ">", Destination: ElasticTransformDestination(cfg.MaxMembers, ">", nil)}}
+		return []jetstream.SubjectTransformConfig{{Source: ">", Destination: partition.ElasticTransformDestination(cfg.MaxMembers, ">", nil)}}
 	}
 	out := make([]jetstream.SubjectTransformConfig, len(cfg.PartitioningFilters))
 	for i, pf := range cfg.PartitioningFilters {
-		out[i] = jetstream.SubjectTransformConfig{Source: pf.Filter, Destination: ElasticTransformDestination(cfg.MaxMembers, pf.Filter, pf.PartitioningWildcards)}
+		out[i] = jetstream.SubjectTransformConfig{Source: pf.Filter, Destination: partition.ElasticTransformDestination(cfg.MaxMembers, pf.Filter, pf.PartitioningWildcards)}
 	}
 	return out
 }
@@ -349,7 +350,7 @@ type MembershipChange struct {
 	Config    ElasticConfig `json:"config"`
 	Revision  uint64        `json:"revision"`
 	// Moves are the partitions that changed owner.
-	Moves []Move `json:"moves"`
+	Moves []partition.Move `json:"moves"`
 	// Previous is the configuration the change was applied to.
 	Previous ElasticConfig `json:"-"`
 	// DryRun: nothing was written; Config and Moves are what the change
@@ -419,7 +420,7 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, o chan
 		}
 		if o.dryRun {
 			mc.Config, mc.Revision = next, rev
-			mc.Moves = Moves(before, next.Assignment())
+			mc.Moves = partition.Moves(before, next.Assignment())
 			return mc, nil
 		}
 		raw, err := json.Marshal(next)
@@ -429,7 +430,7 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, o chan
 		newRev, err := kv.Update(ctx, Key(stream, group), raw, rev)
 		if err == nil {
 			mc.Config, mc.Revision = next, newRev
-			mc.Moves = Moves(before, next.Assignment())
+			mc.Moves = partition.Moves(before, next.Assignment())
 			return mc, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) || attempt >= maxCASRetries {
@@ -467,7 +468,7 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 			list = append(list, m)
 			mc.Changed = append(mc.Changed, m)
 		}
-		if n := len(BalancedMembers(list, -1)); n > cfg.MaxMembers {
+		if n := len(partition.BalancedMembers(list, -1)); n > cfg.MaxMembers {
 			return invalid("members", strconv.Itoa(n), "more members than partitions (max-members is %d); drop some first", cfg.MaxMembers)
 		}
 		setMembers(cfg, list, o.minimal && len(mc.Changed) > 0)
@@ -541,7 +542,7 @@ func checkMemberNames(members []string) error {
 
 // SetMappings replaces an elastic group's membership with explicit
 // mappings; every partition must be mapped exactly once.
-func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []MemberMapping, opts ...ChangeOption) (MembershipChange, error) {
+func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []partition.MemberMapping, opts ...ChangeOption) (MembershipChange, error) {
 	o := applyOptions(opts)
 	o.minimal = false
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
@@ -658,7 +659,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		return gi, fmt.Errorf("work stream %s: %w", gi.WorkStream, err)
 	}
 	for subj, n := range si.State.Subjects {
-		if _, p := StripPartition(subj); p >= 0 && p < cfg.MaxMembers {
+		if _, p := partition.StripPartition(subj); p >= 0 && p < cfg.MaxMembers {
 			gi.Backlog[p] += n
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 var (
@@ -131,12 +133,12 @@ func DefaultPartitioningFilters(subjects []string) []PartitioningFilter {
 // names (max_buffered_msg, singular) and omitempty rules are the
 // reference's.
 type ElasticConfig struct {
-	MaxMembers          int                  `json:"max_members"`
-	PartitioningFilters []PartitioningFilter `json:"partitioning_filters"`
-	MaxBufferedMsgs     int64                `json:"max_buffered_msg,omitempty"`
-	MaxBufferedBytes    int64                `json:"max_buffered_bytes,omitempty"`
-	Members             []string             `json:"members,omitempty"`
-	MemberMappings      []MemberMapping      `json:"member_mappings,omitempty"`
+	MaxMembers          int                       `json:"max_members"`
+	PartitioningFilters []PartitioningFilter      `json:"partitioning_filters"`
+	MaxBufferedMsgs     int64                     `json:"max_buffered_msg,omitempty"`
+	MaxBufferedBytes    int64                     `json:"max_buffered_bytes,omitempty"`
+	Members             []string                  `json:"members,omitempty"`
+	MemberMappings      []partition.MemberMapping `json:"member_mappings,omitempty"`
 	// Layout is LayoutMember when empty; LayoutPartition groups are stored
 	// in ElasticPartitionBucket.
 	Layout Layout `json:"layout,omitempty"`
@@ -161,11 +163,11 @@ func (c ElasticConfig) SubjectFilters() []string {
 }
 
 // Assignment implements GroupConfig.
-func (c ElasticConfig) Assignment() Assignment {
+func (c ElasticConfig) Assignment() partition.Assignment {
 	if len(c.Members) > 0 {
-		return BalancedAssignment(c.Members, c.MaxMembers)
+		return partition.BalancedAssignment(c.Members, c.MaxMembers)
 	}
-	return MappedAssignment(c.MemberMappings, c.MaxMembers)
+	return partition.MappedAssignment(c.MemberMappings, c.MaxMembers)
 }
 
 // IsMember implements GroupConfig.
@@ -188,7 +190,7 @@ func (c ElasticConfig) MemberFilters(member string) []string {
 		var out []string
 		for _, mm := range c.MemberMappings {
 			if mm.Member == member {
-				out = append(out, PartitionFilters(mm.Partitions, nil)...)
+				out = append(out, partition.PartitionFilters(mm.Partitions, nil)...)
 			}
 		}
 		return out

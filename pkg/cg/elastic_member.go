@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -239,7 +240,7 @@ func (m *elasticStrategy) reconcile() time.Duration {
 		if m.clearStale(ctx, cfg, want) {
 			return 10 * time.Millisecond
 		}
-		m.setWaiting("waiting for the previous owner to let go of partitions " + Ranges(parts))
+		m.setWaiting("waiting for the previous owner to let go of partitions " + partition.Ranges(parts))
 		return 100 * time.Millisecond
 	case m.ctx.Err() != nil:
 		return 0
@@ -259,7 +260,7 @@ func (m *elasticStrategy) attachElastic(want []string, parts []int) time.Duratio
 	}
 	delete(m.staleSeen, m.consumer)
 	m.waitingOn = ""
-	m.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + Ranges(parts)})
+	m.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + partition.Ranges(parts)})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -353,7 +354,7 @@ func (idx lagFilterIndex) filters(gi *GroupInfo, p int, owner string) (filters [
 			return out, false
 		}
 	}
-	return PartitionFilters([]int{p}, gi.Filters), false
+	return partition.PartitionFilters([]int{p}, gi.Filters), false
 }
 
 func ageSeconds(now, t time.Time) float64 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -29,7 +30,7 @@ func keysByPartition(t *testing.T, n int) []string {
 	found := 0
 	for i := 0; found < n; i++ {
 		k := fmt.Sprintf("k%d", i)
-		p, err := cg.PartitionOfSubject("orders."+k, "orders.*", n, []int{1})
+		p, err := partition.PartitionOfSubject("orders."+k, "orders.*", n, []int{1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,7 +273,7 @@ func TestElasticLagKnownBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, p := cg.StripPartition(m.Subject)
+		_, p := partition.StripPartition(m.Subject)
 		byPart[p] = append(byPart[p], seq)
 	}
 	// m2 (partitions 2-3) takes 3 messages and acks 2.

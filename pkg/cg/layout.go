@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -133,7 +134,7 @@ func PartitionConsumerFilters(cfg GroupConfig, p int) []string {
 	if _, ok := cfg.(ElasticConfig); ok {
 		return []string{strconv.Itoa(p) + ".>"}
 	}
-	return PartitionFilters([]int{p}, cfg.SubjectFilters())
+	return partition.PartitionFilters([]int{p}, cfg.SubjectFilters())
 }
 
 // storedGroup is one group's entry found in either layout's bucket.

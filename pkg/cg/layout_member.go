@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -456,7 +457,7 @@ func (s *layoutElastic) reconcile() time.Duration {
 	}
 	if changed {
 		s.waiting = ""
-		s.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + Ranges(parts)})
+		s.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + partition.Ranges(parts)})
 		if len(parts) > 0 {
 			s.emit(Event{Kind: EventWaiting, Partitions: parts, Reason: reasonStandby})
 		}

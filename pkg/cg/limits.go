@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // Limits.
@@ -139,22 +141,22 @@ func newLayout(cfg GroupConfig) layout {
 		if len(c.Members) == 0 {
 			for _, mm := range c.MemberMappings {
 				if _, seen := l.filters[mm.Member]; !seen {
-					l.filters[mm.Member] = PartitionFilters(mm.Partitions, c.Filters)
+					l.filters[mm.Member] = partition.PartitionFilters(mm.Partitions, c.Filters)
 				}
 			}
 		} else {
 			for m, ps := range l.parts {
-				l.filters[m] = PartitionFilters(ps, c.Filters)
+				l.filters[m] = partition.PartitionFilters(ps, c.Filters)
 			}
 		}
 	case ElasticConfig:
 		if len(c.Members) == 0 && len(c.MemberMappings) > 0 {
 			for _, mm := range c.MemberMappings {
-				l.filters[mm.Member] = append(l.filters[mm.Member], PartitionFilters(mm.Partitions, nil)...)
+				l.filters[mm.Member] = append(l.filters[mm.Member], partition.PartitionFilters(mm.Partitions, nil)...)
 			}
 		} else {
 			for m, ps := range l.parts {
-				l.filters[m] = PartitionFilters(ps, c.SubjectFilters())
+				l.filters[m] = partition.PartitionFilters(ps, c.SubjectFilters())
 			}
 		}
 	}

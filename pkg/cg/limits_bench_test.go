@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -33,7 +34,7 @@ func TestMeasureConsumerFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range splitInts(t, spec) {
-		filters := cg.PartitionFilters(upTo(f), []string{"s.>"})
+		filters := partition.PartitionFilters(upTo(f), []string{"s.>"})
 		for i := range filters {
 			filters[i] = "s." + filters[i] // s.<p>.s.> stays inside the stream's subjects
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -119,7 +120,7 @@ func MemberConsumerOwned(cc jetstream.ConsumerConfig, kind, stream, group, membe
 func staticForms(cfg StaticConfig, member string) [][]string {
 	forms := [][]string{cfg.MemberFilters(member)}
 	if len(cfg.MemberMappings) > 0 {
-		forms = append(forms, PartitionFilters(cfg.Assignment().MemberPartitions(member), nil))
+		forms = append(forms, partition.PartitionFilters(cfg.Assignment().MemberPartitions(member), nil))
 	}
 	return forms
 }

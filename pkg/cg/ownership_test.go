@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -122,7 +123,7 @@ func TestOwnershipStaticNameClashRefused(t *testing.T) {
 	wantErrNaming(t, "create a-b/m1 next to a/b-m1", err, cg.ErrNameClash, `"a-b"`, `"a"`, "a-b-m1")
 	sameState(t, "refused clash", before, snapshot(t, js))
 	// The other way round too, and with mappings.
-	if _, err := c.CreateStatic(ctx, "ORDERS", "p", cg.StaticConfig{MaxMembers: 10, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}}); err != nil {
+	if _, err := c.CreateStatic(ctx, "ORDERS", "p", cg.StaticConfig{MaxMembers: 10, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}}); err != nil {
 		t.Fatal(err)
 	}
 	before = snapshot(t, js)

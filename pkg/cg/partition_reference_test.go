@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/synadia-io/orbit.go/pcgroups"
 )
 
@@ -16,7 +17,7 @@ import (
 // referenceFilters is what a reference member puts in its consumer's
 // FilterSubjects: GeneratePartitionFilters once per group filter, in order
 // (the reference's static join and ElasticGetPartitionFilters both do so).
-func referenceFilters(members []string, n int, mappings []MemberMapping, member string, filters []string) []string {
+func referenceFilters(members []string, n int, mappings []partition.MemberMapping, member string, filters []string) []string {
 	var mms []pcgroups.MemberMapping
 	for _, mm := range mappings {
 		mms = append(mms, pcgroups.MemberMapping{Member: mm.Member, Partitions: mm.Partitions})
@@ -33,14 +34,14 @@ func referenceFilters(members []string, n int, mappings []MemberMapping, member 
 
 func checkAgainstReference(t testing.TB, members []string, n int, filters []string) {
 	t.Helper()
-	a := BalancedAssignment(members, n)
+	a := partition.BalancedAssignment(members, n)
 	cfg := StaticConfig{MaxMembers: n, Filters: filters, Members: members}
 	// Every listed name, including ones trimmed away, and a stranger.
 	names := append(slices.Clone(members), "not-a-member")
 	slices.Sort(names)
 	for i, m := range slices.Compact(names) {
 		want := referenceFilters(members, n, nil, m, filters)
-		if got := PartitionFilters(a.MemberPartitions(m), filters); !slices.Equal(got, want) {
+		if got := partition.PartitionFilters(a.MemberPartitions(m), filters); !slices.Equal(got, want) {
 			t.Fatalf("members %q N=%d filters %q member %q: PartitionFilters = %q, reference %q", members, n, filters, m, got, want)
 		}
 		// MemberFilters recomputes the assignment; a few members suffice.
@@ -97,7 +98,7 @@ func TestPartitionReferenceTable(t *testing.T) {
 		{[]string{"m0", "m1", "m2"}, 4, "m0", "0.> 3.>"},
 	} {
 		ref := strings.Join(referenceFilters(c.members, c.n, nil, c.member, nil), " ")
-		ours := strings.Join(PartitionFilters(BalancedAssignment(c.members, c.n).MemberPartitions(c.member), nil), " ")
+		ours := strings.Join(partition.PartitionFilters(partition.BalancedAssignment(c.members, c.n).MemberPartitions(c.member), nil), " ")
 		if ref != c.want || ours != c.want {
 			t.Errorf("%v N=%d %s: reference %q, ours %q, want %q", c.members, c.n, c.member, ref, ours, c.want)
 		}
@@ -111,9 +112,9 @@ func TestPartitionReferenceMapped(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		n := 1 + r.IntN(64)
 		m := 1 + r.IntN(n)
-		var mms []MemberMapping
+		var mms []partition.MemberMapping
 		for k := 0; k < m; k++ {
-			mms = append(mms, MemberMapping{Member: fmt.Sprintf("m%d", k)})
+			mms = append(mms, partition.MemberMapping{Member: fmt.Sprintf("m%d", k)})
 		}
 		for _, p := range r.Perm(n) {
 			k := r.IntN(m)
@@ -126,7 +127,7 @@ func TestPartitionReferenceMapped(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("%+v: %v", cfg, err)
 		}
-		for _, mm := range append(mms, MemberMapping{Member: "stranger"}) {
+		for _, mm := range append(mms, partition.MemberMapping{Member: "stranger"}) {
 			want := referenceFilters(nil, n, mms, mm.Member, nil)
 			if got := cfg.MemberFilters(mm.Member); !slices.Equal(got, want) {
 				t.Fatalf("%+v member %q: MemberFilters = %q, reference %q", cfg, mm.Member, got, want)

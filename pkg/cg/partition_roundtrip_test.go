@@ -3,6 +3,8 @@ package cg
 import (
 	"slices"
 	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // This test stays in package cg, beside the random transform generator
@@ -15,10 +17,10 @@ func TestPartitionParseTransformRoundTrip(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		tc := randTransformCase(r, "")
 		for _, dest := range []string{
-			ElasticTransformDestination(tc.n, tc.filter, tc.wildcards),
+			partition.ElasticTransformDestination(tc.n, tc.filter, tc.wildcards),
 			transformDest(r, tc.n, tc.filter, tc.wildcards),
 		} {
-			pt, ok, err := ParsePartitionTransform(tc.filter, dest)
+			pt, ok, err := partition.ParsePartitionTransform(tc.filter, dest)
 			if !ok || err != nil || pt.Partitions != tc.n || !slices.Equal(pt.Wildcards, tc.wildcards) {
 				t.Fatalf("ParsePartitionTransform(%q, %q) = %+v, %v, %v; want N=%d wildcards %v", tc.filter, dest, pt, ok, err, tc.n, tc.wildcards)
 			}

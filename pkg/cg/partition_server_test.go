@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -40,7 +41,7 @@ func serverPartition(t testing.TB, tr server.SubjectTransformer, subject string)
 func checkAgainstServer(t testing.TB, tr server.SubjectTransformer, tc transformCase, dest, subject string) {
 	t.Helper()
 	got, rest := serverPartition(t, tr, subject)
-	want, err := PartitionOfSubject(subject, tc.filter, tc.n, tc.wildcards)
+	want, err := partition.PartitionOfSubject(subject, tc.filter, tc.n, tc.wildcards)
 	if err != nil {
 		t.Fatalf("PartitionOfSubject(%q, %q, %d, %v): %v", subject, tc.filter, tc.n, tc.wildcards, err)
 	}
@@ -89,9 +90,9 @@ func TestPartitionServerElasticDestination(t *testing.T) {
 			tc = transformCase{filter: ">", n: randN(r)}
 			source = ">"
 		}
-		dest := ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
+		dest := partition.ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
 		if i%30 == 0 {
-			dest = ElasticTransformDestination(tc.n, "", nil)
+			dest = partition.ElasticTransformDestination(tc.n, "", nil)
 		}
 		tr, err := server.NewSubjectTransform(source, dest)
 		if err != nil {
@@ -117,8 +118,8 @@ func TestPartitionServerConcatenation(t *testing.T) {
 		}
 		p1, _ := serverPartition(t, tr, "k.ab.c")
 		p2, _ := serverPartition(t, tr, "k.a.bc")
-		if p1 != p2 || p1 != PartitionOfKey("abc", n) {
-			t.Fatalf("N=%d: server puts ab+c in %d, a+bc in %d; PartitionOfKey(abc) = %d", n, p1, p2, PartitionOfKey("abc", n))
+		if p1 != p2 || p1 != partition.PartitionOfKey("abc", n) {
+			t.Fatalf("N=%d: server puts ab+c in %d, a+bc in %d; PartitionOfKey(abc) = %d", n, p1, p2, partition.PartitionOfKey("abc", n))
 		}
 		// Every split of a random key, at every rune boundary.
 		for i := 0; i < 100; i++ {
@@ -126,7 +127,7 @@ func TestPartitionServerConcatenation(t *testing.T) {
 			if len(key) < 2 {
 				continue
 			}
-			want := PartitionOfKey(string(key), n)
+			want := partition.PartitionOfKey(string(key), n)
 			for k := 1; k < len(key); k++ {
 				subject := "k." + string(key[:k]) + "." + string(key[k:])
 				if got, _ := serverPartition(t, tr, subject); got != want {
@@ -158,7 +159,7 @@ func FuzzPartitionServerTransform(f *testing.F) {
 		// sel picks one of a few index lists, or the shorthand.
 		lists := [][]int{{1}, {2, 1}, {4, 3, 2, 1}, nil, {1, 1, 3}, {3}}
 		tc := transformCase{filter: "f.*.*.*.*", n: n, wildcards: lists[int(sel)%len(lists)]}
-		dest := ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
+		dest := partition.ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
 		tr, err := server.NewSubjectTransform(tc.filter, dest)
 		if err != nil {
 			t.Fatal(err)
@@ -220,7 +221,7 @@ func TestPartitionServerStreams(t *testing.T) {
 		st := &serverStream{name: fmt.Sprintf("PART%d", i), tc: tc}
 		st.dest = transformDest(r, tc.n, tc.filter, tc.wildcards)
 		if sh.elastic {
-			st.dest = ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
+			st.dest = partition.ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
 		}
 		for j := 0; j < perStream; j++ {
 			st.subjects = append(st.subjects, randSubject(r, tc.filter))
@@ -336,8 +337,8 @@ func checkStoredPartitions(ctx context.Context, t *testing.T, js jetstream.JetSt
 				t.Fatalf("%s: message %d is %q, published %q", st.name, seen+1, original, want)
 			}
 			seen++
-			rest, p := StripPartition(msg.Subject())
-			want, err := PartitionOfSubject(original, st.tc.filter, st.tc.n, st.tc.wildcards)
+			rest, p := partition.StripPartition(msg.Subject())
+			want, err := partition.PartitionOfSubject(original, st.tc.filter, st.tc.n, st.tc.wildcards)
 			if err != nil {
 				t.Fatalf("%s: PartitionOfSubject(%q): %v", st.name, original, err)
 			}
@@ -377,7 +378,7 @@ func TestPartitionFiltersOrderMattersToServer(t *testing.T) {
 	cfg := func(filters []string) jetstream.ConsumerConfig {
 		return jetstream.ConsumerConfig{Durable: "g-m1", AckPolicy: jetstream.AckExplicitPolicy, FilterSubjects: filters}
 	}
-	ours := PartitionFilters([]int{0, 2}, []string{"a.>", "b.>"})
+	ours := partition.PartitionFilters([]int{0, 2}, []string{"a.>", "b.>"})
 	if _, err := js.CreateConsumer(ctx, "ORD", cfg(ours)); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -403,7 +404,7 @@ func (s bindingSink) holdUntil(raw *nats.Msg) (time.Time, bool) {
 func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 	ps.start()
 	m := ps.m
-	subject, part := StripPartition(raw.Subject)
+	subject, part := partition.StripPartition(raw.Subject)
 	md, err := raw.Metadata()
 	if err != nil {
 		m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id")})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -112,7 +113,7 @@ func storedSubjects(si *jetstream.StreamInfo) subjectSpace {
 		if src == "" {
 			src = ">" // the server's reading of an empty source
 		}
-		if pt, ok, err := ParsePartitionTransform(src, dest); ok && err == nil {
+		if pt, ok, err := partition.ParsePartitionTransform(src, dest); ok && err == nil {
 			sp.partitions = pt.Partitions
 		}
 		sp.source, sp.dest = src, dest

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -225,7 +226,7 @@ func TestStoredSubjectsAgainstServer(t *testing.T) {
 			for _, p := range sp.parts {
 				if server.SubjectMatchesFilter(m.Subject, p.Pattern) && sp.selects(m.Subject, p) {
 					found = true
-					if _, part := StripPartition(m.Subject); p.Stamped != (part >= 0) {
+					if _, part := partition.StripPartition(m.Subject); p.Stamped != (part >= 0) {
 						t.Errorf("%s: stored %q falls in piece %+v, stamped wrong", name, m.Subject, p)
 					}
 				}
@@ -443,7 +444,7 @@ func TestDerivedElasticFiltersDeliver(t *testing.T) {
 	m, err := c.JoinElastic(ctx, "ORDERS", "g", "m1", func(ctx context.Context, msg *Msg) {
 		// The work stream holds the stored subject: the origin's
 		// partition token first, then orders.<key>.
-		if _, p := StripPartition(msg.Subject()); p >= 0 && p < 4 && msg.DoubleAck(ctx) == nil {
+		if _, p := partition.StripPartition(msg.Subject()); p >= 0 && p < 4 && msg.DoubleAck(ctx) == nil {
 			got.Add(1)
 		}
 	}, JoinOptions{})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,7 +21,7 @@ type CreateStaticResult struct {
 	// Created is false when an identical group already existed.
 	Created bool
 	// Transform is the stream's partitioning transform the group rests on.
-	Transform PartitionTransform
+	Transform partition.PartitionTransform
 }
 
 // stream returns the stream's info or ErrStreamNotFound.
@@ -41,15 +42,15 @@ func (c *Client) streamInfo(ctx context.Context, stream string) (*jetstream.Stre
 // StreamPartitioning returns the stream's subject transform when its
 // destination starts with {{partition(N,...)}}, or ErrStreamNotReady saying
 // what the stream has instead.
-func StreamPartitioning(si *jetstream.StreamInfo) (PartitionTransform, error) {
+func StreamPartitioning(si *jetstream.StreamInfo) (partition.PartitionTransform, error) {
 	st := si.Config.SubjectTransform
 	if st == nil || st.Destination == "" {
-		return PartitionTransform{}, &RemedyError{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
+		return partition.PartitionTransform{}, &RemedyError{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
 			Remedy: Remedy{Code: RemedyStreamTransformExample, Kind: "static", Stream: si.Config.Name,
 				Lead: fmt.Sprintf("%v: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. ", ErrStreamNotReady, si.Config.Name),
 				Tail: " (or use an elastic group, which works on any stream)"}}
 	}
-	pt, ok, err := ParsePartitionTransform(st.Source, st.Destination)
+	pt, ok, err := partition.ParsePartitionTransform(st.Source, st.Destination)
 	if err != nil {
 		return pt, fmt.Errorf("%w: stream %q transform %q: %v", ErrStreamNotReady, si.Config.Name, st.Destination, err)
 	}

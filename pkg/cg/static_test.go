@@ -12,6 +12,7 @@ import (
 
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -164,7 +165,7 @@ func TestStaticMemberConsumesOwnPartitionsStripped(t *testing.T) {
 		return func(_ context.Context, m *cg.Msg) {
 			mu.Lock()
 			got[name] = append(got[name], m.Subject())
-			p, _ := cg.PartitionOfSubject(m.Subject(), "orders.*", 10, []int{1})
+			p, _ := partition.PartitionOfSubject(m.Subject(), "orders.*", 10, []int{1})
 			if p != m.Partition() {
 				wrong++
 			}
@@ -199,8 +200,8 @@ func TestStaticMemberConsumesOwnPartitionsStripped(t *testing.T) {
 	}
 	for name, subs := range got {
 		for _, s := range subs {
-			p, _ := cg.PartitionOfSubject(s, "orders.*", 10, []int{1})
-			owner := cg.BalancedAssignment([]string{"m1", "m2"}, 10).Owner[p]
+			p, _ := partition.PartitionOfSubject(s, "orders.*", 10, []int{1})
+			owner := partition.BalancedAssignment([]string{"m1", "m2"}, 10).Owner[p]
 			if owner != name {
 				t.Fatalf("%s got %s of partition %d owned by %s", name, s, p, owner)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -154,7 +155,7 @@ func TestElasticCLIConsumesReferenceGroup(t *testing.T) {
 	owner := cgConfigOf(e.elasticConfig()).Assignment().Owner
 	m1Count := 0
 	for k, last := range p.snapshot() {
-		if owner[cg.PartitionOfKey(k, elasticN)] == "m1" {
+		if owner[partition.PartitionOfKey(k, elasticN)] == "m1" {
 			m1Count += int(last)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
@@ -76,7 +77,7 @@ func TestStaticCgGroupJoinedByReference(t *testing.T) {
 			if r.Code != 0 {
 				e.t.Fatalf("cli create: %d %s %s", r.Code, r.Out, r.Err)
 			}
-			return cg.StaticConfig{MaxMembers: n, MemberMappings: []cg.MemberMapping{
+			return cg.StaticConfig{MaxMembers: n, MemberMappings: []partition.MemberMapping{
 				{Member: "m1", Partitions: []int{5, 0, 2}}, {Member: "m2", Partitions: []int{1, 3}}, {Member: "m3", Partitions: []int{4, 6, 7}}}}
 		}},
 	} {
@@ -128,7 +129,7 @@ func TestStaticCgGroupJoinedByReference(t *testing.T) {
 			}
 			wrong := 0
 			for _, d := range rec.deliveries() {
-				part := cg.PartitionOfKey(d.key, n)
+				part := partition.PartitionOfKey(d.key, n)
 				if owner[part] != d.member {
 					wrong++
 					if wrong < 5 {
@@ -173,8 +174,8 @@ func TestStaticMixedInstancesOneMember(t *testing.T) {
 		{"balanced/reference-first", cg.StaticConfig{MaxMembers: n, Members: []string{"m1", "m2"}}, false, "m1"},
 		// Unsorted mapped partitions: the consumer's FilterSubjects order
 		// must be the reference's, or the two would conflict.
-		{"mapped-unsorted/cg-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, true, "m1"},
-		{"mapped-unsorted/reference-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, false, "m1"},
+		{"mapped-unsorted/cg-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, true, "m1"},
+		{"mapped-unsorted/reference-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, false, "m1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -368,7 +369,7 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			p.publish(120)
 			m1Count := 0
 			for _, k := range keys {
-				if slices.Contains(share["m1"], cg.PartitionOfKey(k, n)) {
+				if slices.Contains(share["m1"], partition.PartitionOfKey(k, n)) {
 					m1Count += int(p.snapshot()[k])
 				}
 			}
