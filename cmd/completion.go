@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/factory"
@@ -303,7 +304,7 @@ func memberNames(ctx context.Context, c *cg.Client, kinds []cg.Kind, stream, grp
 	}
 	var err error
 	for _, k := range kinds {
-		var cfg cg.GroupConfig
+		var cfg health.GroupConfig
 		if cfg, err = c.Config(ctx, k, stream, grp); err == nil {
 			return cfg.MemberNames(), nil
 		}

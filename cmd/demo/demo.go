@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -697,7 +698,7 @@ func (d *demo) teardown() {
 }
 
 // pinnedCell names the instance holding a member's pin, as status shows it.
-func (d *demo) pinnedCell(ms cg.MemberStatus) string {
+func (d *demo) pinnedCell(ms health.MemberStatus) string {
 	if !ms.Pinned {
 		return "-"
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -491,11 +492,11 @@ func TestInfoShowsBacklogAndSourcingLag(t *testing.T) {
 	}
 
 	var gi struct {
-		Kind        string            `json:"kind"`
-		WorkStream  string            `json:"work_stream"`
-		Backlog     []uint64          `json:"backlog"`
-		SourcingLag *uint64           `json:"sourcing_lag"`
-		Members     []cg.MemberStatus `json:"members"`
+		Kind        string                `json:"kind"`
+		WorkStream  string                `json:"work_stream"`
+		Backlog     []uint64              `json:"backlog"`
+		SourcingLag *uint64               `json:"sourcing_lag"`
+		Members     []health.MemberStatus `json:"members"`
 	}
 	natstest.Eventually(t, 20*time.Second, "the backlog to match the published subjects", func() bool {
 		r := e.run("elastic", "info", "ORDERS", "g", "--json")
@@ -713,8 +714,8 @@ func TestConsumeFollowsMembershipLive(t *testing.T) {
 	})
 	r := e.mustRun("elastic", "info", "ORDERS", "g", "--json")
 	var gi struct {
-		Members []cg.MemberStatus `json:"members"`
-		Backlog []uint64          `json:"backlog"`
+		Members []health.MemberStatus `json:"members"`
+		Backlog []uint64              `json:"backlog"`
 	}
 	if err := json.Unmarshal([]byte(r.Out), &gi); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -193,7 +194,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	a := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "g", "m2", "--sleep", "0s", "--json")
 	natstest.Eventually(t, 20*time.Second, "m2 pinned", func() bool { return strings.Contains(a.Out.String(), `"event":"pinned"`) })
 	var gi struct {
-		Members []cg.MemberStatus `json:"members"`
+		Members []health.MemberStatus `json:"members"`
 	}
 	// m2 may still be working through its backlog: poll until it drains.
 	natstest.Eventually(t, 20*time.Second, "m2's backlog drained", func() bool {
@@ -228,7 +229,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Out, `"consumer": "g-m1"`) {
 		t.Fatalf("member-info: %d %q", r.Code, r.Out)
 	}
-	var ms cg.MemberStatus
+	var ms health.MemberStatus
 	if err := json.Unmarshal([]byte(r.Out), &ms); err != nil || ms.Lag == nil {
 		t.Fatalf("member-info --json lag: %v %q", err, r.Out)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
@@ -11,7 +12,7 @@ import (
 // finding must say so and must not send the user back to the same create.
 func TestVersionFindingWholeSubjectOn211(t *testing.T) {
 	f, bad := versionFinding(Version{2, 11, 4}, true)
-	if !bad || f.Code != CodeServerTooOld {
+	if !bad || f.Code != health.CodeServerTooOld {
 		t.Fatalf("2.11.4 whole subject: %+v %v", f, bad)
 	}
 	if !strings.Contains(f.Message, "2.11.4 refuses {{partition(N)}}") || strings.Contains(f.Message, "does not hash the whole subject") {
@@ -37,7 +38,7 @@ func TestConsumerNameProblem(t *testing.T) {
 // assignment's partitions, for each kind and mode.
 func TestLayoutMatchesMemberFilters(t *testing.T) {
 	pfs := []PartitioningFilter{{Filter: "a.*", PartitioningWildcards: []int{1}}, {Filter: "b.>"}}
-	for _, cfg := range []GroupConfig{
+	for _, cfg := range []health.GroupConfig{
 		StaticConfig{MaxMembers: 11, Members: []string{"m3", "m1", "m2"}},
 		StaticConfig{MaxMembers: 5, Filters: []string{"a.*", "b.>"}, MemberMappings: []partition.MemberMapping{{Member: "x", Partitions: []int{4, 0}}, {Member: "y", Partitions: []int{3, 2, 1}}}},
 		ElasticConfig{MaxMembers: 7, PartitioningFilters: pfs, Members: []string{"b", "a"}},

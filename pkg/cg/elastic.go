@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -455,8 +456,8 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 	o := applyOptions(opts)
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
-			return &RemedyError{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
-				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
+			return &health.Error{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
+				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
 					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
@@ -486,8 +487,8 @@ func (c *Client) DropMembers(ctx context.Context, stream, group string, members 
 	o := applyOptions(opts)
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
-			return &RemedyError{Err: ErrMappedGroup, Fix: "drop with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
-				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "drop",
+			return &health.Error{Err: ErrMappedGroup, Fix: "drop with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
+				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "drop",
 					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
@@ -591,12 +592,12 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 // per-partition backlog and lag in the work stream and its sourcing lag.
 //
 // Deprecated: use [Client.Info] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
+func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (health.GroupInfo, error) {
 	return c.elasticInfo(ctx, stream, group, lagScope{all: true})
 }
 
-func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (GroupInfo, error) {
-	gi := GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
+func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
+	gi := health.GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return gi, err
 	}
@@ -608,8 +609,8 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	ws, err := c.js.Stream(ctx, gi.WorkStream)
 	if err != nil {
 		if badServerName(err) {
-			return gi, &RemedyError{Err: ErrStreamNotFound, Fix: "delete the group",
-				Remedy: Remedy{Code: RemedyDeleteGroup, Kind: "elastic", Stream: stream, Group: group,
+			return gi, &health.Error{Err: ErrStreamNotFound, Fix: "delete the group",
+				Remedy: health.Remedy{Code: health.RemedyDeleteGroup, Kind: "elastic", Stream: stream, Group: group,
 					Lead: fmt.Sprintf("%v: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; ", ErrStreamNotFound, group, gi.WorkStream)}}
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -669,21 +670,21 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 // ElasticMemberInfo returns one member's state, with its lag.
 //
 // Deprecated: use [Client.MemberInfo] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
+func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (health.MemberStatus, error) {
 	return c.elasticMemberInfo(ctx, stream, group, member, lagScope{member: member})
 }
 
-func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (MemberStatus, error) {
+func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (health.MemberStatus, error) {
 	gi, err := c.elasticInfo(ctx, stream, group, scope)
 	if err != nil {
-		return MemberStatus{}, err
+		return health.MemberStatus{}, err
 	}
 	for _, ms := range gi.Members {
 		if ms.Member == member {
 			return ms, nil
 		}
 	}
-	return MemberStatus{}, fmt.Errorf("%w: %q is not a member of elastic group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
+	return health.MemberStatus{}, fmt.Errorf("%w: %q is not a member of elastic group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
 }
 
 // ElasticStepDown unpins the member's pinned instance.

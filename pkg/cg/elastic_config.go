@@ -7,12 +7,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 var (
-	_ GroupConfig = StaticConfig{}
-	_ GroupConfig = ElasticConfig{}
+	_ health.GroupConfig = StaticConfig{}
+	_ health.GroupConfig = ElasticConfig{}
 )
 
 // PartitionCount implements GroupConfig.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // Kind is one of the two kinds of consumer group: static or elastic. The
@@ -100,7 +102,7 @@ func (c *Client) List(ctx context.Context, k Kind, stream string) ([]string, err
 
 // Config returns a group's stored configuration, as StaticConfig and
 // ElasticConfig do, behind the interface the two share.
-func (c *Client) Config(ctx context.Context, k Kind, stream, group string) (GroupConfig, error) {
+func (c *Client) Config(ctx context.Context, k Kind, stream, group string) (health.GroupConfig, error) {
 	switch k {
 	case KindStatic:
 		cfg, err := c.StaticConfig(ctx, stream, group)
@@ -119,26 +121,26 @@ func (c *Client) Config(ctx context.Context, k Kind, stream, group string) (Grou
 }
 
 // Info describes a group of kind k, as StaticInfo and ElasticInfo do.
-func (c *Client) Info(ctx context.Context, k Kind, stream, group string) (GroupInfo, error) {
+func (c *Client) Info(ctx context.Context, k Kind, stream, group string) (health.GroupInfo, error) {
 	switch k {
 	case KindStatic:
 		return c.StaticInfo(ctx, stream, group)
 	case KindElastic:
 		return c.ElasticInfo(ctx, stream, group)
 	}
-	return GroupInfo{}, k.Valid()
+	return health.GroupInfo{}, k.Valid()
 }
 
 // MemberInfo describes one member of a group of kind k, as
 // StaticMemberInfo and ElasticMemberInfo do.
-func (c *Client) MemberInfo(ctx context.Context, k Kind, stream, group, member string) (MemberStatus, error) {
+func (c *Client) MemberInfo(ctx context.Context, k Kind, stream, group, member string) (health.MemberStatus, error) {
 	switch k {
 	case KindStatic:
 		return c.StaticMemberInfo(ctx, stream, group, member)
 	case KindElastic:
 		return c.ElasticMemberInfo(ctx, stream, group, member)
 	}
-	return MemberStatus{}, k.Valid()
+	return health.MemberStatus{}, k.Valid()
 }
 
 // StepDown unpins a member's instance, as StaticStepDown and

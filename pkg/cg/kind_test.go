@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -70,18 +71,18 @@ func TestKindGenericMatchesSpecific(t *testing.T) {
 		stream       string
 		group, other string
 		list         func(context.Context, string) ([]string, error)
-		config       func(context.Context, string, string) (GroupConfig, error)
-		info         func(context.Context, string, string) (GroupInfo, error)
-		memberInfo   func(context.Context, string, string, string) (MemberStatus, error)
+		config       func(context.Context, string, string) (health.GroupConfig, error)
+		info         func(context.Context, string, string) (health.GroupInfo, error)
+		memberInfo   func(context.Context, string, string, string) (health.MemberStatus, error)
 		stepDown     func(context.Context, string, string, string) (StepDownResult, error)
 		delete       func(context.Context, string, string) (DeleteResult, error)
 	}
 	pairs := []pair{
 		{KindStatic, "K", "sg", "sh", c.ListStatic,
-			func(ctx context.Context, s, g string) (GroupConfig, error) { return c.StaticConfig(ctx, s, g) },
+			func(ctx context.Context, s, g string) (health.GroupConfig, error) { return c.StaticConfig(ctx, s, g) },
 			c.StaticInfo, c.StaticMemberInfo, c.StaticStepDown, c.DeleteStatic},
 		{KindElastic, "E", "eg", "eh", c.ListElastic,
-			func(ctx context.Context, s, g string) (GroupConfig, error) { return c.ElasticConfig(ctx, s, g) },
+			func(ctx context.Context, s, g string) (health.GroupConfig, error) { return c.ElasticConfig(ctx, s, g) },
 			c.ElasticInfo, c.ElasticMemberInfo, c.ElasticStepDown, c.DeleteElastic},
 	}
 	same := func(what string, k Kind, a, b any, ea, eb error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -115,9 +116,9 @@ func wantLag(pubs []published, p int, from uint64, gone ...uint64) (pending int,
 	return pending, oldest
 }
 
-func checkPartition(t *testing.T, gi cg.GroupInfo, pubs []published, p int, from uint64, gone ...uint64) {
+func checkPartition(t *testing.T, gi health.GroupInfo, pubs []published, p int, from uint64, gone ...uint64) {
 	t.Helper()
-	var pl *cg.PartitionLag
+	var pl *health.PartitionLag
 	for i := range gi.PartitionLag {
 		if gi.PartitionLag[i].Partition == p {
 			pl = &gi.PartitionLag[i]
@@ -143,7 +144,7 @@ func checkPartition(t *testing.T, gi cg.GroupInfo, pubs []published, p int, from
 }
 
 // checkOldest checks a lag's oldest message against the one published.
-func checkOldest(t *testing.T, what string, sampled time.Time, l cg.Lag, want *published) {
+func checkOldest(t *testing.T, what string, sampled time.Time, l health.Lag, want *published) {
 	t.Helper()
 	const slack = 5 * time.Millisecond
 	if l.OldestSeq != want.seq {

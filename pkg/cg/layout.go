@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -130,7 +131,7 @@ func PartitionConsumerName(group string, p int) string { return group + "-p" + s
 
 // PartitionConsumerFilters are the filters of partition p's consumer:
 // <p>.<f> for each group filter f.
-func PartitionConsumerFilters(cfg GroupConfig, p int) []string {
+func PartitionConsumerFilters(cfg health.GroupConfig, p int) []string {
 	if _, ok := cfg.(ElasticConfig); ok {
 		return []string{strconv.Itoa(p) + ".>"}
 	}
@@ -197,7 +198,7 @@ func (c *Client) otherLayoutHas(ctx context.Context, k Kind, stream, group strin
 
 // LayoutOfConfig is the layout of a static or elastic configuration
 // (LayoutMember for anything else).
-func LayoutOfConfig(cfg GroupConfig) Layout {
+func LayoutOfConfig(cfg health.GroupConfig) Layout {
 	switch c := cfg.(type) {
 	case StaticConfig:
 		return c.LayoutOf()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
@@ -96,7 +97,7 @@ func ConsumerNameProblem(name string) string {
 // cannot serve: a consumer name it cannot hold, or more filter subjects
 // than MaxPartitions (see above). It is called once the stored
 // configuration has been read, before anything is sent to the server.
-func checkJoinable(kind, stream, group, member, consumer string, cfg GroupConfig) error {
+func checkJoinable(kind, stream, group, member, consumer string, cfg health.GroupConfig) error {
 	if p := ConsumerNameProblem(consumer); p != "" {
 		return described{fmt.Sprintf("member %q of %s group %q on %q cannot run: %s; the group can still be shown and deleted, and its other members run", member, kind, group, stream, p), ErrInvalidConfig}
 	}
@@ -129,7 +130,7 @@ type layout struct {
 	filters map[string][]string
 }
 
-func newLayout(cfg GroupConfig) layout {
+func newLayout(cfg health.GroupConfig) layout {
 	l := layout{parts: map[string][]int{}, filters: map[string][]string{}}
 	for p, m := range cfg.Assignment().Owner {
 		if m != "" {
@@ -165,7 +166,7 @@ func newLayout(cfg GroupConfig) layout {
 
 // memberFilters is cfg.MemberFilters(member), from the layout when it has
 // the member.
-func (l layout) memberFilters(cfg GroupConfig, member string) []string {
+func (l layout) memberFilters(cfg health.GroupConfig, member string) []string {
 	if fs, ok := l.filters[member]; ok {
 		return fs
 	}
@@ -189,7 +190,7 @@ func byPartition(fs []string) map[int][]string {
 }
 
 // notPinned tells whether a step-down of ms has nothing to release, and why.
-func notPinned(ms MemberStatus) (bool, string) {
+func notPinned(ms health.MemberStatus) (bool, string) {
 	switch {
 	case ms.Unusable != "":
 		return true, ms.Unusable

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -47,7 +48,7 @@ func consumerNames(t *testing.T, js jetstream.JetStream, stream string) []string
 	return out
 }
 
-func hasCode(rep cg.CheckReport, code string) bool {
+func hasCode(rep health.CheckReport, code string) bool {
 	for _, f := range rep.Findings {
 		if f.Code == code {
 			return true
@@ -135,12 +136,12 @@ func TestStoredAboveCeiling(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			stream, cstream := "SBIG", "SBIG"
 			join, info, del := func() (*cg.Member, error) { return c.JoinStatic(ctx, "SBIG", "g", "m1", noop, cg.JoinOptions{}) },
-				func() (cg.GroupInfo, error) { return c.StaticInfo(ctx, "SBIG", "g") },
+				func() (health.GroupInfo, error) { return c.StaticInfo(ctx, "SBIG", "g") },
 				func() error { _, err := c.DeleteStatic(ctx, "SBIG", "g"); return err }
 			if kind == "elastic" {
 				stream, cstream = "EBIG", cg.WorkStreamName("EBIG", "g")
 				join, info, del = func() (*cg.Member, error) { return c.JoinElastic(ctx, "EBIG", "g", "m1", noop, cg.JoinOptions{}) },
-					func() (cg.GroupInfo, error) { return c.ElasticInfo(ctx, "EBIG", "g") },
+					func() (health.GroupInfo, error) { return c.ElasticInfo(ctx, "EBIG", "g") },
 					func() error { _, err := c.DeleteElastic(ctx, "EBIG", "g"); return err }
 			}
 			m, err := join()
@@ -158,7 +159,7 @@ func TestStoredAboveCeiling(t *testing.T) {
 				t.Fatalf("info: %v (partitions %d)", err, gi.Partitions)
 			}
 			rep, err := c.Check(ctx, cg.CheckScope{Kind: kind, Stream: stream, Group: "g"})
-			if err != nil || !hasCode(rep, cg.CodePartitionCeiling) || rep.Status() != cg.SeverityCritical {
+			if err != nil || !hasCode(rep, health.CodePartitionCeiling) || rep.Status() != health.SeverityCritical {
 				t.Fatalf("check: %v %+v", err, rep.Findings)
 			}
 			if err := del(); err != nil {
@@ -223,7 +224,7 @@ func TestMemberNamedGreaterThan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("info: %v", err)
 			}
-			var bad *cg.MemberStatus
+			var bad *health.MemberStatus
 			for i := range gi.Members {
 				if gi.Members[i].Member == ">" {
 					bad = &gi.Members[i]
@@ -241,7 +242,7 @@ func TestMemberNamedGreaterThan(t *testing.T) {
 				t.Fatalf("ls: %v %v", err, refs)
 			}
 			rep, err := c.Check(ctx, cg.CheckScope{Kind: kind, Stream: stream, Group: group})
-			if err != nil || !hasCode(rep, cg.CodeMemberUnusable) || hasCode(rep, cg.CodeCheckFailed) {
+			if err != nil || !hasCode(rep, health.CodeMemberUnusable) || hasCode(rep, health.CodeCheckFailed) {
 				t.Fatalf("check: %v %+v", err, rep.Findings)
 			}
 			if sd, err := k.StepDown(c, ctx, stream, group, ">"); err != nil || !sd.NothingPinned {
@@ -271,8 +272,8 @@ func TestMemberNamedGreaterThan(t *testing.T) {
 
 // kindOps is the engine's verbs of one kind, for tests run on both.
 type kindOps struct {
-	Info       func(*cg.Client, context.Context, string, string) (cg.GroupInfo, error)
-	MemberInfo func(*cg.Client, context.Context, string, string, string) (cg.MemberStatus, error)
+	Info       func(*cg.Client, context.Context, string, string) (health.GroupInfo, error)
+	MemberInfo func(*cg.Client, context.Context, string, string, string) (health.MemberStatus, error)
 	StepDown   func(*cg.Client, context.Context, string, string, string) (cg.StepDownResult, error)
 	Join       func(*cg.Client, context.Context, string, string, string, cg.Handler, cg.JoinOptions) (*cg.Member, error)
 	Delete     func(*cg.Client, context.Context, string, string) (cg.DeleteResult, error)

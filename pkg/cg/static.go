@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -45,8 +46,8 @@ func (c *Client) streamInfo(ctx context.Context, stream string) (*jetstream.Stre
 func StreamPartitioning(si *jetstream.StreamInfo) (partition.PartitionTransform, error) {
 	st := si.Config.SubjectTransform
 	if st == nil || st.Destination == "" {
-		return partition.PartitionTransform{}, &RemedyError{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
-			Remedy: Remedy{Code: RemedyStreamTransformExample, Kind: "static", Stream: si.Config.Name,
+		return partition.PartitionTransform{}, &health.Error{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
+			Remedy: health.Remedy{Code: health.RemedyStreamTransformExample, Kind: "static", Stream: si.Config.Name,
 				Lead: fmt.Sprintf("%v: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. ", ErrStreamNotReady, si.Config.Name),
 				Tail: " (or use an elastic group, which works on any stream)"}}
 	}
@@ -164,14 +165,14 @@ func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error
 
 // fillConfig sets the configuration-derived fields of gi. (A function, not
 // a method: GroupInfo is health.GroupInfo.)
-func fillConfig(gi *GroupInfo, cfg GroupConfig) {
+func fillConfig(gi *health.GroupInfo, cfg health.GroupConfig) {
 	gi.Config, gi.Partitions, gi.Mode = cfg, cfg.PartitionCount(), cfg.Mode()
 	gi.Filters = cfg.SubjectFilters()
 	gi.Owners = cfg.Assignment().Owner
 }
 
-func memberStatus(member string, partitions []int, filters []string, consumer string, ci *jetstream.ConsumerInfo) MemberStatus {
-	ms := MemberStatus{Member: member, Partitions: partitions, Consumer: consumer, Filters: filters}
+func memberStatus(member string, partitions []int, filters []string, consumer string, ci *jetstream.ConsumerInfo) health.MemberStatus {
+	ms := health.MemberStatus{Member: member, Partitions: partitions, Consumer: consumer, Filters: filters}
 	if ms.Partitions == nil {
 		ms.Partitions = []int{}
 	}
@@ -221,12 +222,12 @@ func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*je
 // lag per member and per partition.
 //
 // Deprecated: use [Client.Info] with [KindStatic], the same call for either kind.
-func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
+func (c *Client) StaticInfo(ctx context.Context, stream, group string) (health.GroupInfo, error) {
 	return c.staticInfo(ctx, stream, group, lagScope{all: true})
 }
 
-func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (GroupInfo, error) {
-	gi := GroupInfo{Kind: "static", Stream: stream, Group: group}
+func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
+	gi := health.GroupInfo{Kind: "static", Stream: stream, Group: group}
 	si, err := c.streamInfo(ctx, stream)
 	if err != nil {
 		return gi, err
@@ -262,21 +263,21 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 // StaticMemberInfo returns one member's state, with its lag.
 //
 // Deprecated: use [Client.MemberInfo] with [KindStatic], the same call for either kind.
-func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
+func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (health.MemberStatus, error) {
 	return c.staticMemberInfo(ctx, stream, group, member, lagScope{member: member})
 }
 
-func (c *Client) staticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (MemberStatus, error) {
+func (c *Client) staticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (health.MemberStatus, error) {
 	gi, err := c.staticInfo(ctx, stream, group, scope)
 	if err != nil {
-		return MemberStatus{}, err
+		return health.MemberStatus{}, err
 	}
 	for _, ms := range gi.Members {
 		if ms.Member == member {
 			return ms, nil
 		}
 	}
-	return MemberStatus{}, fmt.Errorf("%w: %q is not a member of static group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
+	return health.MemberStatus{}, fmt.Errorf("%w: %q is not a member of static group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
 }
 
 // StepDownResult tells which pin a step-down released.
@@ -312,7 +313,7 @@ func (c *Client) StaticStepDown(ctx context.Context, stream, group, member strin
 	return c.stepDown(ctx, stream, ms)
 }
 
-func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
+func (c *Client) stepDown(ctx context.Context, stream string, ms health.MemberStatus) (StepDownResult, error) {
 	if len(ms.PartitionConsumers) > 0 {
 		return c.layoutStepDown(ctx, stream, ms)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
@@ -330,8 +331,8 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			// Inspected: members, partitions and filters as the reference has them.
 			r = e.cliRun("static", "info", streamName, groupName, "--json")
 			var raw struct {
-				Members []cg.MemberStatus `json:"members"`
-				Owners  []string          `json:"owners"`
+				Members []health.MemberStatus `json:"members"`
+				Owners  []string              `json:"owners"`
 			}
 			if r.Code != 0 || json.Unmarshal([]byte(r.Out), &raw) != nil {
 				t.Fatalf("static info: %d %q %q", r.Code, r.Out, r.Err)
