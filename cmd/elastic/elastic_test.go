@@ -677,7 +677,7 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 	}
 	// What is left in the work stream is exactly m2's share.
 	natstest.Eventually(t, 20*time.Second, "m1's backlog drained", func() bool {
-		gi, err := cg.New(e.js).ElasticInfo(context.Background(), "ORDERS", "g")
+		gi, err := cg.New(e.js).Info(context.Background(), cg.KindElastic, "ORDERS", "g")
 		if err != nil {
 			t.Fatal(err)
 		}

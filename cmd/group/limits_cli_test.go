@@ -142,7 +142,7 @@ func TestCLIMemberNamedGreaterThan(t *testing.T) {
 	m1 := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "cg", "m1")
 	c := cg.New(e.js)
 	natstest.Eventually(t, 20*time.Second, "member m1 pulling", func() bool {
-		ms, err := c.StaticMemberInfo(context.Background(), "ORDERS", "cg", "m1")
+		ms, err := c.MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "cg", "m1")
 		return err == nil && ms.Active
 	})
 	if code := m1.Stop(t); code != 0 {

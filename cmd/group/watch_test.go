@@ -120,7 +120,7 @@ func TestWatchStatuses(t *testing.T) {
 	defer func() { close(release); m3.Stop() }()
 	<-inHand
 	natstest.Eventually(t, 20*time.Second, "m1 to catch up", func() bool {
-		ms, err := c.StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := c.MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		return err == nil && ms.Lag != nil && ms.Lag.Pending == 0 && ms.Active
 	})
 

@@ -218,7 +218,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	}
 	e.publish(12, "alice", "bob", "carol", "dave", "erin", "frank")
 	natstest.Eventually(t, 20*time.Second, "a new pin for m2", func() bool {
-		ms, err := cg.New(e.js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m2")
+		ms, err := cg.New(e.js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m2")
 		return err == nil && ms.Pinned && ms.PinID != firstPin
 	})
 	r = e.run("static", "step-down", "ORDERS", "g", "m3")

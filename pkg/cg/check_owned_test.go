@@ -157,7 +157,7 @@ func TestElasticInfoForeignWorkStream(t *testing.T) {
 		}
 	}
 	putRaw(t, js, ElasticBucket, "U.g", `{"max_members":4,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
-	_, err := c.ElasticInfo(ctx, "U", "g")
+	_, err := c.Info(ctx, KindElastic, "U", "g")
 	if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "U-g") {
 		t.Fatalf("info: %v", err)
 	}

@@ -261,23 +261,11 @@ func (c *Client) ElasticConfig(ctx context.Context, stream, group string) (Elast
 	return cfg, err
 }
 
-// ListElastic returns the names of the elastic groups on stream.
-//
-// Deprecated: use [Client.List] with [KindElastic], the same call for either kind.
-func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, error) {
-	if _, err := c.streamInfo(ctx, stream); err != nil {
-		return nil, err
-	}
-	return c.listGroups(ctx, "elastic", stream)
-}
-
-// DeleteElastic removes the group's KV entry and its work-queue stream
+// deleteElastic removes the group's KV entry and its work-queue stream
 // (with the member consumers on it), nothing else: a stream of that name
 // that is not the group's own (WorkStreamOwned) is kept and reported in
 // Kept.
-//
-// Deprecated: use [Client.Delete] with [KindElastic], the same call for either kind.
-func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
+func (c *Client) deleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
 	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err
@@ -588,14 +576,8 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 	})
 }
 
-// ElasticInfo returns an elastic group's configuration, member states,
+// elasticInfo reads an elastic group's configuration, member states,
 // per-partition backlog and lag in the work stream and its sourcing lag.
-//
-// Deprecated: use [Client.Info] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (health.GroupInfo, error) {
-	return c.elasticInfo(ctx, stream, group, lagScope{all: true})
-}
-
 func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
 	gi := health.GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
 	if _, err := c.streamInfo(ctx, stream); err != nil {
@@ -665,35 +647,4 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		}
 	}
 	return gi, nil
-}
-
-// ElasticMemberInfo returns one member's state, with its lag.
-//
-// Deprecated: use [Client.MemberInfo] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (health.MemberStatus, error) {
-	return c.elasticMemberInfo(ctx, stream, group, member, lagScope{member: member})
-}
-
-func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (health.MemberStatus, error) {
-	gi, err := c.elasticInfo(ctx, stream, group, scope)
-	if err != nil {
-		return health.MemberStatus{}, err
-	}
-	for _, ms := range gi.Members {
-		if ms.Member == member {
-			return ms, nil
-		}
-	}
-	return health.MemberStatus{}, fmt.Errorf("%w: %q is not a member of elastic group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
-}
-
-// ElasticStepDown unpins the member's pinned instance.
-//
-// Deprecated: use [Client.StepDown] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.elasticMemberInfo(ctx, stream, group, member, lagScope{})
-	if err != nil {
-		return StepDownResult{}, err
-	}
-	return c.stepDown(ctx, WorkStreamName(stream, group), ms)
 }

@@ -195,7 +195,7 @@ func TestStaticLagKnownBacklog(t *testing.T) {
 			seqs := takeAndAck(t, js, "ORDERS", "g-m1", 4, 3)
 			time.Sleep(50 * time.Millisecond) // ages worth measuring
 
-			gi, err := c.StaticInfo(ctx, "ORDERS", "g")
+			gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func TestStaticLagKnownBacklog(t *testing.T) {
 			if _, err := kv.Put(ctx, "ORDERS.g.m2", raw); err != nil {
 				t.Fatal(err)
 			}
-			ms, err := c.StaticMemberInfo(ctx, "ORDERS", "g", "m2")
+			ms, err := c.MemberInfo(ctx, cg.KindStatic, "ORDERS", "g", "m2")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,7 +284,7 @@ func TestElasticLagKnownBacklog(t *testing.T) {
 	seqs := takeAndAck(t, js, "ORDERS-g", "m2", 3, 2)
 	time.Sleep(20 * time.Millisecond)
 
-	gi, err := c.ElasticInfo(ctx, "ORDERS", "g")
+	gi, err := c.Info(ctx, cg.KindElastic, "ORDERS", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestLagDegradesWhenOutOfTime(t *testing.T) {
 	publishKnown(t, js, keysByPartition(t, 10), []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 	defer func(d time.Duration) { cg.LagTimeout = d }(cg.LagTimeout)
 	cg.LagTimeout = time.Nanosecond
-	gi, err := c.StaticInfo(ctx, "ORDERS", "g")
+	gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func BenchmarkStaticInfoLag256(b *testing.B) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				gi, err := c.StaticInfo(ctx, "ORDERS", "g")
+				gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 				if err != nil || gi.LagError != "" {
 					b.Fatal(err, gi.LagError)
 				}

@@ -115,11 +115,8 @@ func (k Kind) LayoutBucket(l Layout) string {
 	if l.orDefault() == LayoutMember {
 		return k.Bucket()
 	}
-	switch k {
-	case KindStatic:
-		return StaticPartitionBucket
-	case KindElastic:
-		return ElasticPartitionBucket
+	if o, err := k.ops(); err == nil {
+		return o.partitionBucket()
 	}
 	return ""
 }

@@ -136,7 +136,7 @@ func bigElastic(tb testing.TB, js jetstream.JetStream, stream, group string, n i
 // bigMsgs is how many messages bigElastic publishes.
 const bigMsgs = 2000
 
-// BenchmarkInfoPartitions is ElasticInfo on groups of 1000, 4000 and
+// BenchmarkInfoPartitions is Info of an elastic group on groups of 1000, 4000 and
 // 16000 partitions (above cg's create ceiling, as the reference can store
 // them), four members that never joined: every partition is read.
 func BenchmarkInfoPartitions(b *testing.B) {
@@ -149,7 +149,7 @@ func BenchmarkInfoPartitions(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				gi, err := c.ElasticInfo(ctx, "ORDERS", "g")
+				gi, err := c.Info(ctx, cg.KindElastic, "ORDERS", "g")
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -153,16 +153,6 @@ func (c *Client) StaticConfig(ctx context.Context, stream, group string) (Static
 	return cfg, err
 }
 
-// ListStatic returns the names of the static groups on stream.
-//
-// Deprecated: use [Client.List] with [KindStatic], the same call for either kind.
-func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error) {
-	if _, err := c.streamInfo(ctx, stream); err != nil {
-		return nil, err
-	}
-	return c.listGroups(ctx, "static", stream)
-}
-
 // fillConfig sets the configuration-derived fields of gi. (A function, not
 // a method: GroupInfo is health.GroupInfo.)
 func fillConfig(gi *health.GroupInfo, cfg health.GroupConfig) {
@@ -218,14 +208,8 @@ func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*je
 	return cons.CachedInfo(), nil
 }
 
-// StaticInfo returns a static group's configuration, member states and
-// lag per member and per partition.
-//
-// Deprecated: use [Client.Info] with [KindStatic], the same call for either kind.
-func (c *Client) StaticInfo(ctx context.Context, stream, group string) (health.GroupInfo, error) {
-	return c.staticInfo(ctx, stream, group, lagScope{all: true})
-}
-
+// staticInfo reads a static group's configuration, member states and lag
+// per member and per partition.
 func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
 	gi := health.GroupInfo{Kind: "static", Stream: stream, Group: group}
 	si, err := c.streamInfo(ctx, stream)
@@ -260,26 +244,6 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 	return gi, ctx.Err() // a cancelled info is cut short, not complete
 }
 
-// StaticMemberInfo returns one member's state, with its lag.
-//
-// Deprecated: use [Client.MemberInfo] with [KindStatic], the same call for either kind.
-func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (health.MemberStatus, error) {
-	return c.staticMemberInfo(ctx, stream, group, member, lagScope{member: member})
-}
-
-func (c *Client) staticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (health.MemberStatus, error) {
-	gi, err := c.staticInfo(ctx, stream, group, scope)
-	if err != nil {
-		return health.MemberStatus{}, err
-	}
-	for _, ms := range gi.Members {
-		if ms.Member == member {
-			return ms, nil
-		}
-	}
-	return health.MemberStatus{}, fmt.Errorf("%w: %q is not a member of static group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
-}
-
 // StepDownResult tells which pin a step-down released.
 type StepDownResult struct {
 	Member    string `json:"member"`
@@ -299,18 +263,6 @@ type StepDownResult struct {
 	// one stopped or froze without a standby), and the server pins
 	// whichever instance pulls next.
 	Waiting int `json:"waiting"`
-}
-
-// StaticStepDown unpins the member's pinned instance so the server pins
-// another (a standby, or the same instance when it is the only one).
-//
-// Deprecated: use [Client.StepDown] with [KindStatic], the same call for either kind.
-func (c *Client) StaticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.staticMemberInfo(ctx, stream, group, member, lagScope{})
-	if err != nil {
-		return StepDownResult{}, err
-	}
-	return c.stepDown(ctx, stream, ms)
 }
 
 func (c *Client) stepDown(ctx context.Context, stream string, ms health.MemberStatus) (StepDownResult, error) {
@@ -342,13 +294,11 @@ type DeleteResult struct {
 	Kept []string `json:"kept,omitempty"`
 }
 
-// DeleteStatic removes the group's KV entry and its own member consumers
+// deleteStatic removes the group's KV entry and its own member consumers
 // (<group>-<member> for each configured member, when MemberConsumerOwned)
 // and nothing else: a consumer of that name that is not the member's is
 // kept and reported in Kept. Running members see the deletion and stop.
-//
-// Deprecated: use [Client.Delete] with [KindStatic], the same call for either kind.
-func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
+func (c *Client) deleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
 	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err

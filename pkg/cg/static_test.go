@@ -75,7 +75,7 @@ func TestCreateStaticIdempotentAndDiffers(t *testing.T) {
 	if got, want := string(e.Value()), `{"max_members":10,"filters":["\u003e"],"members":["m1","m2"]}`; got != want {
 		t.Fatalf("stored value %s, want %s", got, want)
 	}
-	groups, err := c.ListStatic(ctx, "ORDERS")
+	groups, err := c.List(ctx, cg.KindStatic, "ORDERS")
 	if err != nil || len(groups) != 1 || groups[0] != "fulfillment" {
 		t.Fatalf("list: %v %v", groups, err)
 	}
@@ -219,7 +219,7 @@ func TestStaticMemberConsumesOwnPartitionsStripped(t *testing.T) {
 }
 
 func pinOf(t *testing.T, c *cg.Client, member string) string {
-	ms, err := c.StaticMemberInfo(context.Background(), "ORDERS", "g", member)
+	ms, err := c.MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", member)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestStepDownMovesPin(t *testing.T) {
 	if (a.PinID() == first) == (b.PinID() == first) {
 		t.Fatalf("exactly one instance should hold pin %s: a=%q b=%q", first, a.PinID(), b.PinID())
 	}
-	res, err := c.StaticStepDown(ctx, "ORDERS", "g", "m1")
+	res, err := c.StepDown(ctx, cg.KindStatic, "ORDERS", "g", "m1")
 	if err != nil || res.PrevPinID != first {
 		t.Fatalf("step-down: %v %+v", err, res)
 	}
@@ -323,7 +323,7 @@ func TestDeleteStaticLeavesOthersAndStopsMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.DeleteStatic(ctx, "ORDERS", "g")
+	res, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestDeleteStaticLeavesOthersAndStopsMembers(t *testing.T) {
 	if _, err := c.StaticConfig(ctx, "ORDERS", "g-m1"); err != nil {
 		t.Errorf("group g-m1 gone: %v", err)
 	}
-	if _, err := c.DeleteStatic(ctx, "ORDERS", "g"); !errors.Is(err, cg.ErrGroupNotFound) {
+	if _, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g"); !errors.Is(err, cg.ErrGroupNotFound) {
 		t.Fatalf("second delete: want ErrGroupNotFound, got %v", err)
 	}
 }
@@ -437,7 +437,7 @@ func TestStaticConsumerGoesAwayAndResumesWhereItLeftOff(t *testing.T) {
 	defer m.Stop()
 	// The group did not lose its position: only the 5 new messages.
 	natstest.Eventually(t, 20*time.Second, "5 new handled", func() bool { return cnt.get("second") == 5 })
-	ms, err := c.StaticMemberInfo(ctx, "ORDERS", "g", "m1")
+	ms, err := c.MemberInfo(ctx, cg.KindStatic, "ORDERS", "g", "m1")
 	if err != nil || ms.Pending != 0 {
 		t.Fatalf("member info after resuming: %+v %v", ms, err)
 	}
@@ -448,7 +448,7 @@ func TestStaticConsumerGoesAwayAndResumesWhereItLeftOff(t *testing.T) {
 		t.Fatalf("joined event reason %q", reason)
 	}
 	// Deleting the group removes the saved position too.
-	if _, err := c.DeleteStatic(ctx, "ORDERS", "g"); err != nil {
+	if _, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g"); err != nil {
 		t.Fatal(err)
 	}
 	kv, _ := js.KeyValue(ctx, cg.PositionsBucket)

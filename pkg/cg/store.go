@@ -155,9 +155,9 @@ func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, e
 	return out, nil
 }
 
-// listGroups returns the names of the groups of kind stored for stream, sorted.
-func (c *Client) listGroups(ctx context.Context, kind, stream string) ([]string, error) {
-	refs, err := c.ListGroups(ctx, kind)
+// listGroups returns the names of the groups of kind k stored for stream, sorted.
+func (c *Client) listGroups(ctx context.Context, k Kind, stream string) ([]string, error) {
+	refs, err := c.ListGroups(ctx, string(k))
 	if err != nil {
 		return nil, err
 	}

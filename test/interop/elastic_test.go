@@ -280,14 +280,14 @@ func TestElasticReferenceGroupCgMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cg.New(e.js)
-	if names, err := c.ListElastic(ctx, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
+	if names, err := c.List(ctx, cg.KindElastic, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
 		t.Fatalf("cg lists %v, %v", names, err)
 	}
 	checkInfo := func(when string) {
 		t.Helper()
-		gi, err := c.ElasticInfo(ctx, streamName, groupName)
+		gi, err := c.Info(ctx, cg.KindElastic, streamName, groupName)
 		if err != nil {
-			t.Fatalf("%s: ElasticInfo: %v", when, err)
+			t.Fatalf("%s: elastic info: %v", when, err)
 		}
 		ref := e.elasticConfig()
 		if gi.WorkStream != workStream() || gi.Partitions != elasticN {

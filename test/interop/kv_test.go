@@ -98,7 +98,7 @@ func TestStoredStaticJSONBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ourNames, err := c.ListStatic(ctx, streamName)
+	ourNames, err := c.List(ctx, cg.KindStatic, streamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestStoredElasticJSONBothWays(t *testing.T) {
 		t.Errorf("cg cannot read the memberless group the reference left: %v", err)
 	}
 	refNames, _ := pcgroups.ListElasticConsumerGroups(ctx, e.js, streamName)
-	ourNames, _ := c.ListElastic(ctx, streamName)
+	ourNames, _ := c.List(ctx, cg.KindElastic, streamName)
 	slices.Sort(refNames)
 	if !slices.Equal(refNames, ourNames) || len(ourNames) != 6 {
 		t.Errorf("reference lists %v, cg lists %v", refNames, ourNames)

@@ -313,7 +313,7 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			c := cg.New(e.js)
 
 			// Listed, by the engine and the CLI.
-			if names, err := c.ListStatic(ctx, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
+			if names, err := c.List(ctx, cg.KindStatic, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
 				t.Fatalf("cg lists %v, %v", names, err)
 			}
 			r := e.cliRun("static", "ls", streamName, "--json")
@@ -504,7 +504,7 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			if names, _ := pcgroups.ListStaticConsumerGroups(ctx, e.js, streamName); slices.Contains(names, groupName) {
 				t.Errorf("reference still lists the deleted group: %v", names)
 			}
-			if names, _ := c.ListStatic(ctx, streamName); len(names) != 0 {
+			if names, _ := c.List(ctx, cg.KindStatic, streamName); len(names) != 0 {
 				t.Errorf("cg still lists %v", names)
 			}
 		})
