@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/pkg/cg/partition"
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -15,7 +16,7 @@ import (
 // Validate refuses group filters one of which contains another because the
 // server refuses such a consumer: check subjectSubset against the server.
 func TestConfigFilterOverlapServer(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	srv := natstest.RunServer(t)
 	_, js := natstest.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -72,7 +73,7 @@ func TestConfigFilterOverlapServer(t *testing.T) {
 // ValidateName refuses for stream and group names exactly the characters
 // the KV API refuses in the key <stream>.<group>.
 func TestConfigNameKVKeyServer(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	srv := natstest.RunServer(t)
 	_, js := natstest.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -83,7 +84,7 @@ func TestConfigNameKVKeyServer(t *testing.T) {
 	}
 	names := []string{"ORDERS", "g-1", "g_1", "g=1", "G9", "grüppe", "g@1", "g#1", "g+1", "g:1", "g,1", "g~1", "g%1", "日本", "g'1", "g$1", "g!", "g(1)"}
 	for len(names) < 200 {
-		names = append(names, randToken(r))
+		names = append(names, partitiontest.Token(r))
 	}
 	for _, name := range names {
 		if strings.ContainsAny(name, `/\`) {

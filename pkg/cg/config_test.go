@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cg-dev/cg/pkg/cg/partition"
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 	"github.com/synadia-io/orbit.go/pcgroups"
 )
 
@@ -392,7 +393,7 @@ func TestConfigJSONExact(t *testing.T) {
 
 // Our stored value is the reference's, byte for byte, both ways.
 func TestConfigJSONReference(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	var cfgs []StaticConfig
 	cfgs = append(cfgs,
 		StaticConfig{MaxMembers: 10, Filters: []string{">"}, Members: []string{"m1", "m2"}},
@@ -402,13 +403,13 @@ func TestConfigJSONReference(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		c := StaticConfig{MaxMembers: 1 + r.IntN(1024)}
 		for k := r.IntN(3); k > 0; k-- {
-			c.Filters = append(c.Filters, randFilter(r, r.IntN(3), randLiteral(r)))
+			c.Filters = append(c.Filters, partitiontest.Filter(r, r.IntN(3), partitiontest.Literal(r)))
 		}
 		if r.IntN(2) == 0 {
-			c.Members = randMembers(r, 8)
+			c.Members = partitiontest.Members(r, 8)
 		} else {
 			for k := r.IntN(4); k > 0; k-- {
-				mm := partition.MemberMapping{Member: randToken(r)}
+				mm := partition.MemberMapping{Member: partitiontest.Token(r)}
 				for p := r.IntN(4); p > 0; p-- {
 					mm.Partitions = append(mm.Partitions, r.IntN(c.MaxMembers))
 				}
@@ -455,5 +456,61 @@ func TestChangedFromNamesNewThenOld(t *testing.T) {
 	got := strings.Join(changedFrom(old, cur), "; ")
 	if got != "members [m1 m2 m3] (was [m1 m2])" {
 		t.Fatalf("changedFrom = %q", got)
+	}
+}
+
+// A cg member and a reference member of one group must put the same
+// filters on their consumers, or they would share (or both skip) a
+// partition: MemberFilters matches the reference library's own function
+// for random balanced groups with filters and random mapped groups.
+func TestMemberFiltersMatchReference(t *testing.T) {
+	r := partitiontest.Rand(partitiontest.Seed(t))
+	reference := func(cfg StaticConfig, member string) []string {
+		var mms []pcgroups.MemberMapping
+		for _, mm := range cfg.MemberMappings {
+			mms = append(mms, pcgroups.MemberMapping{Member: mm.Member, Partitions: mm.Partitions})
+		}
+		filters := cfg.Filters
+		if len(filters) == 0 {
+			filters = []string{">"}
+		}
+		var out []string
+		for _, f := range filters {
+			out = append(out, pcgroups.GeneratePartitionFilters(cfg.Members, uint(cfg.MaxMembers), mms, member, f)...)
+		}
+		return out
+	}
+	for i := 0; i < 500; i++ {
+		n := 1 + r.IntN(100)
+		cfg := StaticConfig{MaxMembers: n}
+		if i%2 == 0 {
+			cfg.Members = partitiontest.Members(r, 1+r.IntN(20))
+			if len(cfg.Members) == 0 {
+				cfg.Members = []string{"m1"}
+			}
+			for k := r.IntN(3); k > 0; k-- {
+				cfg.Filters = append(cfg.Filters, partitiontest.Filter(r, r.IntN(3), partitiontest.Literal(r)))
+			}
+		} else {
+			m := 1 + r.IntN(n)
+			for k := 0; k < m; k++ {
+				cfg.MemberMappings = append(cfg.MemberMappings, partition.MemberMapping{Member: fmt.Sprintf("m%d", k)})
+			}
+			for _, p := range r.Perm(n) {
+				k := r.IntN(m)
+				if p < m {
+					k = p // every entry gets at least one partition
+				}
+				cfg.MemberMappings[k].Partitions = append(cfg.MemberMappings[k].Partitions, p)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("%+v: %v", cfg, err)
+			}
+		}
+		for _, m := range append(cfg.MemberNames(), "stranger") {
+			if got, want := cfg.MemberFilters(m), reference(cfg, m); !slices.Equal(got, want) {
+				t.Fatalf("%+v member %q: MemberFilters = %q, reference %q", cfg, m, got, want)
+			}
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 )
 
 func TestHashFNV1a32(t *testing.T) {
@@ -353,7 +355,7 @@ func randMembers(r *rand.Rand, maxM int) []string {
 }
 
 func TestBalancedAssignmentProperties(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	for i := 0; i < 3000; i++ {
 		n := 1 + r.IntN(200)
 		checkBalanced(t, randMembers(r, 40), n)

@@ -1,12 +1,10 @@
-package cg
+package partition
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // checkMinimal plans before → members the minimal way and checks what the
@@ -14,21 +12,21 @@ import (
 // rounded down or up, every partition once, exactly the theoretical
 // minimum of moves, and the same plan for the same input in any order. It
 // returns the new assignment, to chain changes on.
-func checkMinimal(t *testing.T, desc func() string, before partition.Assignment, members []string) partition.Assignment {
+func checkMinimal(t *testing.T, desc func() string, before Assignment, members []string) Assignment {
 	t.Helper()
 	n := before.Partitions
-	mms := partition.MinimalMappings(before, members)
-	ms := partition.BalancedMembers(members, n)
+	mms := MinimalMappings(before, members)
+	ms := BalancedMembers(members, n)
 	if len(ms) == 0 {
 		if mms != nil {
 			t.Fatalf("%s: mappings %v with no members", desc(), mms)
 		}
-		return partition.BalancedAssignment(nil, n)
+		return BalancedAssignment(nil, n)
 	}
-	if err := (StaticConfig{MaxMembers: n, MemberMappings: mms}).Validate(); err != nil {
+	if err := validMappings(mms, n); err != nil {
 		t.Fatalf("%s: invalid mappings %v: %v", desc(), mms, err)
 	}
-	after := partition.MappedAssignment(mms, n)
+	after := MappedAssignment(mms, n)
 	q := n / len(ms)
 	lo, hi := n, 0
 	for i, mm := range mms {
@@ -48,14 +46,14 @@ func checkMinimal(t *testing.T, desc func() string, before partition.Assignment,
 			t.Fatalf("%s: partition %d unowned", desc(), p)
 		}
 	}
-	moves, minimum := len(partition.Moves(before, after)), partition.MinimumBalancedMoves(before, members)
+	moves, minimum := len(Moves(before, after)), MinimumBalancedMoves(before, members)
 	if moves != minimum {
 		t.Fatalf("%s: moves %d, theoretical minimum %d", desc(), moves, minimum)
 	}
 	// Same members in another order, repeated: same plan.
 	shuffled := append(slices.Clone(members), members...)
 	rand.New(rand.NewPCG(uint64(n), uint64(len(members)))).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	if again := partition.MinimalMappings(before, shuffled); !slices.EqualFunc(again, mms, func(a, b partition.MemberMapping) bool {
+	if again := MinimalMappings(before, shuffled); !slices.EqualFunc(again, mms, func(a, b MemberMapping) bool {
 		return a.Member == b.Member && slices.Equal(a.Partitions, b.Partitions)
 	}) {
 		t.Fatalf("%s: not deterministic:\n%v\n%v", desc(), mms, again)
@@ -65,12 +63,12 @@ func checkMinimal(t *testing.T, desc func() string, before partition.Assignment,
 
 func TestMinimalMappings8To9Over256(t *testing.T) {
 	eight, nine := names("m", 8), names("m", 9)
-	before := partition.BalancedAssignment(eight, 256)
+	before := BalancedAssignment(eight, 256)
 	after := checkMinimal(t, label("8 to 9"), before, nine)
-	if got := len(partition.Moves(before, after)); got != 28 {
+	if got := len(Moves(before, after)); got != 28 {
 		t.Fatalf("8 to 9 over 256 moves %d, want 28", got)
 	}
-	if got := len(partition.Moves(before, partition.BalancedAssignment(nine, 256))); got != 144 {
+	if got := len(Moves(before, BalancedAssignment(nine, 256))); got != 144 {
 		t.Fatalf("the balanced re-spread moves %d, want 144", got)
 	}
 	// The four that had the most (all 32; first by name) keep 29, the rest
@@ -89,7 +87,7 @@ func TestMinimalMappings8To9Over256(t *testing.T) {
 	}
 	// And back: dropping m09 again is the minimum too.
 	back := checkMinimal(t, label("9 to 8"), after, eight)
-	if got := len(partition.Moves(after, back)); got != 28 {
+	if got := len(Moves(after, back)); got != 28 {
 		t.Fatalf("9 to 8 moves %d, want 28", got)
 	}
 }
@@ -107,25 +105,25 @@ func seqInts(from, to int) []int {
 func TestMinimalMappingsEdges(t *testing.T) {
 	tests := []struct {
 		name    string
-		before  partition.Assignment
+		before  Assignment
 		members []string
 		moves   int
 	}{
-		{"from no owner", partition.BalancedAssignment(nil, 7), names("m", 3), 7},
-		{"to no member", partition.BalancedAssignment(names("m", 3), 7), nil, 7},
-		{"one partition", partition.BalancedAssignment([]string{"a"}, 1), []string{"a", "b"}, 0},
-		{"as many members as partitions", partition.BalancedAssignment(names("m", 4), 5), names("m", 5), 1},
-		{"more members than partitions", partition.BalancedAssignment(names("m", 2), 3), names("m", 5), 1},
-		{"replace one", partition.BalancedAssignment([]string{"a", "b", "c"}, 9), []string{"a", "b", "d"}, 3},
-		{"add in front by name", partition.BalancedAssignment([]string{"b", "c"}, 10), []string{"a", "b", "c"}, 3},
-		{"unchanged", partition.BalancedAssignment(names("m", 3), 12), names("m", 3), 0},
-		{"uneven mappings", partition.MappedAssignment([]partition.MemberMapping{{Member: "a", Partitions: []int{0}}, {Member: "b", Partitions: []int{1, 2, 3, 4, 5, 6, 7, 8}}, {Member: "whale", Partitions: []int{9}}}, 10), []string{"a", "b", "whale"}, 4},
-		{"partly unowned", partition.Assignment{Partitions: 4, Owner: []string{"a", "", "a", ""}}, []string{"a", "b"}, 2},
+		{"from no owner", BalancedAssignment(nil, 7), names("m", 3), 7},
+		{"to no member", BalancedAssignment(names("m", 3), 7), nil, 7},
+		{"one partition", BalancedAssignment([]string{"a"}, 1), []string{"a", "b"}, 0},
+		{"as many members as partitions", BalancedAssignment(names("m", 4), 5), names("m", 5), 1},
+		{"more members than partitions", BalancedAssignment(names("m", 2), 3), names("m", 5), 1},
+		{"replace one", BalancedAssignment([]string{"a", "b", "c"}, 9), []string{"a", "b", "d"}, 3},
+		{"add in front by name", BalancedAssignment([]string{"b", "c"}, 10), []string{"a", "b", "c"}, 3},
+		{"unchanged", BalancedAssignment(names("m", 3), 12), names("m", 3), 0},
+		{"uneven mappings", MappedAssignment([]MemberMapping{{Member: "a", Partitions: []int{0}}, {Member: "b", Partitions: []int{1, 2, 3, 4, 5, 6, 7, 8}}, {Member: "whale", Partitions: []int{9}}}, 10), []string{"a", "b", "whale"}, 4},
+		{"partly unowned", Assignment{Partitions: 4, Owner: []string{"a", "", "a", ""}}, []string{"a", "b"}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			after := checkMinimal(t, label(tt.name), tt.before, tt.members)
-			if got := len(partition.Moves(tt.before, after)); got != tt.moves {
+			if got := len(Moves(tt.before, after)); got != tt.moves {
 				t.Fatalf("moves %d, want %d", got, tt.moves)
 			}
 		})
@@ -138,14 +136,14 @@ func TestMinimalMappingsMatchBruteForce(t *testing.T) {
 	pool := []string{"", "a", "b", "x"} // "" unowned, x leaves, c is new
 	for n := 1; n <= 5; n++ {
 		for _, members := range [][]string{{"a"}, {"a", "b"}, {"a", "b", "c"}, {"b", "c"}} {
-			ms := partition.BalancedMembers(members, n)
+			ms := BalancedMembers(members, n)
 			owners := make([]string, n)
 			var each func(p int)
 			each = func(p int) {
 				if p == n {
-					before := partition.Assignment{Partitions: n, Owner: slices.Clone(owners)}
+					before := Assignment{Partitions: n, Owner: slices.Clone(owners)}
 					best := bruteMinimum(before, ms)
-					if got := partition.MinimumBalancedMoves(before, members); got != best {
+					if got := MinimumBalancedMoves(before, members); got != best {
 						t.Fatalf("N=%d %v -> %v: formula %d, brute force %d", n, owners, members, got, best)
 					}
 					checkMinimal(t, func() string { return fmt.Sprintf("N=%d %v -> %v", n, owners, members) }, before, members)
@@ -163,10 +161,10 @@ func TestMinimalMappingsMatchBruteForce(t *testing.T) {
 
 // bruteMinimum tries every assignment of before's partitions to ms whose
 // shares differ by at most one.
-func bruteMinimum(before partition.Assignment, ms []string) int {
+func bruteMinimum(before Assignment, ms []string) int {
 	n := before.Partitions
 	if len(ms) == 0 {
-		return len(partition.Moves(before, partition.BalancedAssignment(nil, n)))
+		return len(Moves(before, BalancedAssignment(nil, n)))
 	}
 	ceil := (n + len(ms) - 1) / len(ms)
 	best := n + 1
@@ -215,7 +213,7 @@ func TestMinimalMappingsManySizes(t *testing.T) {
 	for _, n := range sizes {
 		m := 1 + rng.IntN(min(20, n))
 		start := pool[:m]
-		before := partition.BalancedAssignment(start, n)
+		before := BalancedAssignment(start, n)
 		// Add one, add several, drop one, drop several.
 		for _, k := range []int{1, 1 + rng.IntN(4)} {
 			if m+k <= min(20, n) {
@@ -258,7 +256,7 @@ func TestMinimalMappingsFromRandomMappings(t *testing.T) {
 	pool := names("w", 12)
 	for i := 0; i < 400; i++ {
 		n := 1 + rng.IntN(300)
-		before := partition.Assignment{Partitions: n, Owner: make([]string, n)}
+		before := Assignment{Partitions: n, Owner: make([]string, n)}
 		owners := pool[:1+rng.IntN(len(pool))]
 		for p := range before.Owner {
 			before.Owner[p] = owners[rng.IntN(len(owners))]
@@ -273,43 +271,34 @@ func TestMinimalMappingsFromRandomMappings(t *testing.T) {
 	}
 }
 
-// minimalChange keeps a member list when that is as good, and stores
-// mappings otherwise.
-func TestMinimalChangeKeepsMemberListWhenAsGood(t *testing.T) {
-	tests := []struct {
-		name     string
-		cfg      ElasticConfig
-		list     []string
-		mappings bool
-	}{
-		{"1 to 2 over 10", ElasticConfig{MaxMembers: 10, Members: []string{"a"}}, []string{"a", "b"}, false},
-		{"8 to 9 over 256", ElasticConfig{MaxMembers: 256, Members: names("m", 8)}, names("m", 9), true},
-		{"drop the last", ElasticConfig{MaxMembers: 10, Members: []string{"a"}}, nil, false},
-		{"mapped, drop the last", ElasticConfig{MaxMembers: 2, MemberMappings: []partition.MemberMapping{{Member: "a", Partitions: []int{0, 1}}}}, nil, false},
-		{"mapped, back to even blocks", ElasticConfig{MaxMembers: 4, MemberMappings: []partition.MemberMapping{{Member: "a", Partitions: []int{0, 1, 2}}, {Member: "b", Partitions: []int{3}}}}, []string{"a", "b"}, false},
-		{"mapped, uneven", ElasticConfig{MaxMembers: 4, MemberMappings: []partition.MemberMapping{{Member: "a", Partitions: []int{3}}, {Member: "b", Partitions: []int{0, 1, 2}}}}, []string{"a", "b"}, true},
+// validMappings checks mappings against the contract's rules: member names
+// unique, 1 to n entries, every partition 0..n-1 exactly once and none out
+// of range.
+func validMappings(mms []MemberMapping, n int) error {
+	if len(mms) < 1 || len(mms) > n {
+		return fmt.Errorf("%d entries for %d partitions", len(mms), n)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := tt.cfg
-			minimalChange(&cfg, tt.list)
-			if got := len(cfg.MemberMappings) > 0; got != tt.mappings || (got && len(cfg.Members) > 0) {
-				t.Fatalf("members %v mappings %v, want mappings %v", cfg.Members, cfg.MemberMappings, tt.mappings)
+	member := map[string]bool{}
+	owned := make([]bool, n)
+	for _, mm := range mms {
+		if member[mm.Member] {
+			return fmt.Errorf("member %q twice", mm.Member)
+		}
+		member[mm.Member] = true
+		for _, p := range mm.Partitions {
+			if p < 0 || p >= n {
+				return fmt.Errorf("partition %d out of range", p)
 			}
-			if err := cfg.ValidateStored(); err != nil {
-				t.Fatal(err)
+			if owned[p] {
+				return fmt.Errorf("partition %d twice", p)
 			}
-			if got, want := len(partition.Moves(tt.cfg.Assignment(), cfg.Assignment())), partition.MinimumBalancedMoves(tt.cfg.Assignment(), tt.list); got != want {
-				t.Fatalf("moves %d, minimum %d", got, want)
-			}
-		})
+			owned[p] = true
+		}
 	}
-}
-
-func names(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s%02d", prefix, i+1)
+	for p, ok := range owned {
+		if !ok {
+			return fmt.Errorf("partition %d unowned", p)
+		}
 	}
-	return out
+	return nil
 }
