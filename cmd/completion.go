@@ -246,11 +246,7 @@ func kindsOf(c *cobra.Command) []cg.Kind {
 
 // groupsByStream lists the groups of the given kinds by stream.
 func groupsByStream(ctx context.Context, c *cg.Client, kinds []cg.Kind) (map[string][]string, error) {
-	names := make([]string, len(kinds))
-	for i, k := range kinds {
-		names[i] = string(k)
-	}
-	refs, err := c.ListGroups(ctx, names...)
+	refs, err := c.ListGroups(ctx, kinds...)
 	if err != nil {
 		return nil, err
 	}

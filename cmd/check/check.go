@@ -198,7 +198,7 @@ func checkRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return o.couldNotCheck(err)
 	}
-	rep, err := c.Check(ctx, cg.CheckScope{Stream: o.Stream, Group: o.Group, Kind: o.Kind})
+	rep, err := c.Check(ctx, cg.CheckScope{Stream: o.Stream, Group: o.Group, Kind: cg.Kind(o.Kind)})
 	if err != nil {
 		return o.couldNotCheck(err)
 	}

@@ -16,11 +16,11 @@ import (
 
 // CheckScope selects what Check looks at: every group (the zero value),
 // the groups of Stream, or the group Group on Stream (of either kind).
-// Kind, "static" or "elastic", limits the check to that kind.
+// Kind, when set, limits the check to that kind.
 type CheckScope struct {
 	Stream string
 	Group  string
-	Kind   string
+	Kind   Kind
 }
 
 func (s CheckScope) validate() error {
@@ -37,18 +37,17 @@ func (s CheckScope) validate() error {
 			return err
 		}
 	}
-	switch s.Kind {
-	case "", "static", "elastic":
-		return nil
+	if s.Kind != "" && s.Kind.Valid() != nil {
+		return invalid("kind", strconv.Quote(s.Kind.String()), "must be static or elastic")
 	}
-	return invalid("kind", strconv.Quote(s.Kind), "must be static or elastic")
+	return nil
 }
 
-func (s CheckScope) kinds() []string {
+func (s CheckScope) kinds() []Kind {
 	if s.Kind != "" {
-		return []string{s.Kind}
+		return []Kind{s.Kind}
 	}
-	return []string{"static", "elastic"}
+	return Kinds()
 }
 
 // Check looks for what keeps groups from consuming: the server's version,
@@ -88,15 +87,15 @@ func (c *Client) Check(ctx context.Context, scope CheckScope) (health.CheckRepor
 			return rep, err
 		}
 		var fs []health.Finding
-		if t.kind == "static" {
+		if t.kind == KindStatic {
 			fs = r.checkStatic(ctx, t)
 		} else {
 			fs = r.checkElastic(ctx, t)
 		}
 		fs = append(fs, r.poisonFindings(ctx, t)...)
-		g := health.CheckedGroup{Kind: t.kind, Stream: t.stream, Group: t.group, Status: health.SeverityOK}
+		g := health.CheckedGroup{Kind: t.kind.String(), Stream: t.stream, Group: t.group, Status: health.SeverityOK}
 		for i := range fs {
-			fs[i].Kind, fs[i].Stream, fs[i].Group = t.kind, t.stream, t.group
+			fs[i].Kind, fs[i].Stream, fs[i].Group = t.kind.String(), t.stream, t.group
 			g.Status = g.Status.Worse(fs[i].Severity)
 		}
 		rep.Groups = append(rep.Groups, g)
@@ -133,8 +132,9 @@ type checkRun struct {
 }
 
 type checkTarget struct {
-	kind, stream, group string
-	raw                 []byte
+	kind          Kind
+	stream, group string
+	raw           []byte
 }
 
 // targets reads the stored configurations in scope, sorted by stream,
@@ -143,7 +143,7 @@ func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget
 	var refs []GroupRef
 	if scope.Group != "" {
 		for _, kind := range scope.kinds() {
-			refs = append(refs, GroupRef{Kind: kind, Stream: scope.Stream, Group: scope.Group})
+			refs = append(refs, GroupRef{Kind: kind.String(), Stream: scope.Stream, Group: scope.Group})
 		}
 	} else {
 		all, err := r.c.ListGroups(ctx, scope.kinds()...)
@@ -166,10 +166,10 @@ func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget
 			return nil, err
 		}
 		e := sg.entry
-		out = append(out, checkTarget{kind: g.Kind, stream: g.Stream, group: g.Group, raw: e.Value()})
+		out = append(out, checkTarget{kind: g.KindOf(), stream: g.Stream, group: g.Group, raw: e.Value()})
 	}
 	slices.SortStableFunc(out, func(a, b checkTarget) int {
-		return cmp.Or(strings.Compare(a.stream, b.stream), strings.Compare(a.group, b.group), strings.Compare(b.kind, a.kind))
+		return cmp.Or(strings.Compare(a.stream, b.stream), strings.Compare(a.group, b.group), strings.Compare(string(b.kind), string(a.kind)))
 	})
 	return out, nil
 }
@@ -182,16 +182,16 @@ func (r *checkRun) scopeMissing(ctx context.Context, scope CheckScope) (health.F
 		return health.Finding{Severity: health.SeverityUnknown, Code: health.CodeCheckFailed, Stream: scope.Stream, Group: scope.Group,
 			Message: st.err.Error()}, true
 	case st.missing:
-		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
+		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamMissing, Kind: scope.Kind.String(), Stream: scope.Stream, Group: scope.Group,
 			Message: fmt.Sprintf("stream %s does not exist", scope.Stream),
 			Hint:    "create the stream, or check the name (nats stream ls)"}, true
 	case scope.Group != "":
-		kind := scope.Kind
-		if kind == "" {
-			kind = "static|elastic"
+		kinds := make([]string, 0, 2)
+		for _, k := range scope.kinds() {
+			kinds = append(kinds, k.String())
 		}
-		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeGroupMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
-			Message: fmt.Sprintf("no %s group %q on stream %s", strings.ReplaceAll(kind, "|", " or "), scope.Group, scope.Stream),
+		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeGroupMissing, Kind: scope.Kind.String(), Stream: scope.Stream, Group: scope.Group,
+			Message: fmt.Sprintf("no %s group %q on stream %s", strings.Join(kinds, " or "), scope.Group, scope.Stream),
 			Hint:    "list the stream's static and elastic groups",
 			Remedy:  &health.Remedy{Code: health.RemedyListGroups, Stream: scope.Stream}}, true
 	}
@@ -306,7 +306,7 @@ func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error)
 		// A static member stops on a value it cannot use; an elastic one
 		// keeps the last good configuration it had (elastic_member.go).
 		effect := "; members stop on it"
-		if t.kind == "elastic" {
+		if t.kind == KindElastic {
 			effect = "; running members keep the last good configuration they read, and no new instance can start"
 		}
 		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeConfigInvalid,
@@ -488,17 +488,17 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg health.G
 		if len(cfg.MemberNames()) == 0 {
 			what = "the group has no members"
 		}
-		if t.kind == "static" {
+		if t.kind == KindStatic {
 			hint, remedy = "static membership never changes: delete and recreate the group with members", t.remedy(health.RemedyStaticNoMembers)
 		}
 		sev, effect := health.SeverityCritical, ": their messages are consumed by no one"
 		switch {
-		case t.kind == "elastic" && st.info.State.Msgs == 0:
+		case t.kind == KindElastic && st.info.State.Msgs == 0:
 			// An elastic group is created with no members, and its work
 			// stream keeps what it sources until they are added: nothing
 			// is lost yet, as with a member that has no instance.
 			sev, effect = health.SeverityWarning, ": nothing waits for them yet; messages wait in the work stream until members are added"
-		case t.kind == "elastic" && len(cfg.MemberNames()) == 0:
+		case t.kind == KindElastic && len(cfg.MemberNames()) == 0:
 			// Not started yet rather than broken: what create accepts,
 			// check does not call critical. The work stream keeps the
 			// messages for the members to come.
@@ -557,7 +557,7 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg health.G
 			f.Severity, f.Code = health.SeverityUnknown, health.CodeCheckFailed
 			f.Message = fmt.Sprintf("member %s has no live instance (%s), and whether messages wait for it is unknown: %v", m, why, err)
 			f.Hint, f.Remedy = consume(m)
-		case (backlog > 0 || !known) && ci == nil && t.kind == "static" && !r.c.hasRun(ctx, t.stream, t.group, m):
+		case (backlog > 0 || !known) && ci == nil && t.kind == KindStatic && !r.c.hasRun(ctx, t.stream, t.group, m):
 			// Never started (no consumer, no saved position): the group
 			// is new, not broken; what create accepts, check does not
 			// call critical. Once the member has run, this is critical.
@@ -605,7 +605,7 @@ func (r *checkRun) waiting(ctx context.Context, t checkTarget, st *checkedStream
 		return ci.NumPending + uint64(ci.NumAckPending), true, nil
 	}
 	from := uint64(1)
-	if t.kind == "static" {
+	if t.kind == KindStatic {
 		// A static member whose consumer went away resumes after its
 		// saved position (positions.go).
 		if pos, ok := r.c.savedPosition(ctx, t.stream, t.group, member); ok {

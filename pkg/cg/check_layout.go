@@ -29,7 +29,7 @@ const CodeLayoutConsumerNotOwned = "layout-consumer-not-owned"
 // the member layout beside them.
 func (r *checkRun) checkLayout(t checkTarget, cfg health.GroupConfig, cstream string, cons map[string]*jetstream.ConsumerInfo, memberConsumer func(string) string) []health.Finding {
 	var out []health.Finding
-	k := Kind(t.kind)
+	k := t.kind
 	for _, m := range cfg.MemberNames() {
 		name := memberConsumer(m)
 		ci := cons[name]

@@ -19,12 +19,12 @@ func limitFindings(t checkTarget, cfg health.GroupConfig) []health.Finding {
 	l := newLayout(cfg)
 	for _, m := range cfg.MemberNames() {
 		name := m
-		if t.kind == "static" {
+		if t.kind == KindStatic {
 			name = StaticConsumerName(t.group, m)
 		}
 		if p := ConsumerNameProblem(name); p != "" {
 			without := " without that member name"
-			if t.kind == "static" && ConsumerNameProblem(t.group) != "" {
+			if t.kind == KindStatic && ConsumerNameProblem(t.group) != "" {
 				without = " under a group name without '.', '*', '>' or white space (the group's name is in every member's consumer name)"
 			}
 			out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeMemberUnusable, Member: m, Partitions: l.parts[m],

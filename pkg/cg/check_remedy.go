@@ -4,7 +4,7 @@ import "github.com/cg-dev/cg/pkg/cg/health"
 
 // remedy is the fix code for the checked group, with its place filled in.
 func (t checkTarget) remedy(code health.RemedyCode) *health.Remedy {
-	return &health.Remedy{Code: code, Kind: t.kind, Stream: t.stream, Group: t.group}
+	return &health.Remedy{Code: code, Kind: t.kind.String(), Stream: t.stream, Group: t.group}
 }
 
 // recreate is RemedyDeleteAndCreate for the checked group, lead and tail

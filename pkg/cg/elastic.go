@@ -111,7 +111,7 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 		return res, err
 	}
 	if len(clashes) > 0 {
-		return res, clashes[0].error("elastic", stream, group)
+		return res, clashes[0].error(KindElastic, stream, group)
 	}
 	if err := c.otherLayoutHas(ctx, KindElastic, stream, group, cfg.Layout); err != nil {
 		return res, err
@@ -445,7 +445,7 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
 			return &health.Error{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
-				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
+				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: KindElastic.String(), Stream: stream, Group: group, Op: "add",
 					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
@@ -476,7 +476,7 @@ func (c *Client) DropMembers(ctx context.Context, stream, group string, members 
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
 			return &health.Error{Err: ErrMappedGroup, Fix: "drop with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
-				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "drop",
+				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: KindElastic.String(), Stream: stream, Group: group, Op: "drop",
 					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
@@ -579,7 +579,7 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 // elasticInfo reads an elastic group's configuration, member states,
 // per-partition backlog and lag in the work stream and its sourcing lag.
 func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
-	gi := health.GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
+	gi := health.GroupInfo{Kind: KindElastic.String(), Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return gi, err
 	}
@@ -592,7 +592,7 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	if err != nil {
 		if badServerName(err) {
 			return gi, &health.Error{Err: ErrStreamNotFound, Fix: "delete the group",
-				Remedy: health.Remedy{Code: health.RemedyDeleteGroup, Kind: "elastic", Stream: stream, Group: group,
+				Remedy: health.Remedy{Code: health.RemedyDeleteGroup, Kind: KindElastic.String(), Stream: stream, Group: group,
 					Lead: fmt.Sprintf("%v: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; ", ErrStreamNotFound, group, gi.WorkStream)}}
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {

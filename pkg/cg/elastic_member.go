@@ -199,7 +199,7 @@ func (m *elasticStrategy) reconcile() time.Duration {
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
 	if err == nil && !groupConsumer(cons.CachedInfo().Config, m.stream, m.group, cfg.MaxMembers) {
 		// Not this group's: never join, change or delete it.
-		_, why := MemberConsumerOwned(cons.CachedInfo().Config, "elastic", m.stream, m.group, m.member, want)
+		_, why := MemberConsumerOwned(cons.CachedInfo().Config, KindElastic, m.stream, m.group, m.member, want)
 		m.setWaiting(notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("elastic group %q on %s (member %q)", m.group, m.stream, m.member), why, "remove it to let this member consume").Error())
 		return time.Second
 	}

@@ -68,7 +68,7 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 		return false // still there (or another instance recreated it)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		go m.stop(&health.Error{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
-			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: KindStatic.String(), Stream: m.stream, Group: m.group, Member: m.member,
 				Lead: fmt.Sprintf("stream %s was deleted under static member %s of group %s (its consumer %s with it); ", m.cstream, m.member, m.group, m.consumer)}}, "stream deleted")
 		return true
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -97,7 +97,7 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	m.mu.Unlock()
 	if err := m.bindStatic(ctx, filters); err != nil {
 		go m.stop(&health.Error{Err: ErrConsumerGone, Fix: "start the member again",
-			Remedy: health.Remedy{Code: health.RemedyRestartMember, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+			Remedy: health.Remedy{Code: health.RemedyRestartMember, Kind: KindStatic.String(), Stream: m.stream, Group: m.group, Member: m.member,
 				Lead: fmt.Sprintf("member consumer %s on %s was deleted under static member %s and could not be recreated: %v; ", m.consumer, m.cstream, m.member, err)}}, "member consumer deleted")
 		return true
 	}
@@ -128,7 +128,7 @@ func (m *elasticStrategy) workStreamGone() time.Duration {
 	}
 	go m.stop(&health.Error{Err: ErrWorkStreamGone,
 		Fix: fmt.Sprintf("re-run the group's create with its partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group", m.stream),
-		Remedy: health.Remedy{Code: health.RemedyRebuildWorkStream, Kind: "elastic", Stream: m.stream, Group: m.group,
+		Remedy: health.Remedy{Code: health.RemedyRebuildWorkStream, Kind: KindElastic.String(), Stream: m.stream, Group: m.group,
 			Lead: fmt.Sprintf("work stream %s of elastic group %s was deleted; a member cannot recreate it: ", m.cstream, m.group)}}, "work stream deleted")
 	return 0
 }

@@ -30,7 +30,7 @@ func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg E
 	}
 	return &health.Error{Err: ErrStreamNotReady,
 		Fix: fmt.Sprintf("re-run the group's create with max members %d and filters %s (it repairs the work stream), or delete and recreate the group", cfg.MaxMembers, strings.Join(filters, " ")),
-		Remedy: health.Remedy{Code: health.RemedyRepairWorkStreamJoin, Kind: "elastic", Stream: stream, Group: group, MaxMembers: cfg.MaxMembers, Filters: filters,
+		Remedy: health.Remedy{Code: health.RemedyRepairWorkStreamJoin, Kind: KindElastic.String(), Stream: stream, Group: group, MaxMembers: cfg.MaxMembers, Filters: filters,
 			Lead: fmt.Sprintf("%v: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; ",
 				ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want))}}
 }

@@ -42,7 +42,7 @@ const (
 
 // PartitionMarks is the metadata cg puts on partition p's consumer.
 func PartitionMarks(k Kind, stream, group string, p int) map[string]string {
-	md := Marks(string(k), stream, group, "")
+	md := Marks(k, stream, group, "")
 	md[MarkLayout] = string(LayoutPartition)
 	md[MarkPartition] = strconv.Itoa(p)
 	return md
@@ -358,7 +358,7 @@ type layoutElastic struct {
 	waiting  string
 }
 
-func (s *layoutElastic) name() string                    { return "elastic" }
+func (s *layoutElastic) name() Kind                      { return KindElastic }
 func (s *layoutElastic) shape(*jetstream.ConsumerConfig) {}
 func (s *layoutElastic) start()                          { go s.run() }
 func (s *layoutElastic) lookAgain()                      {}
@@ -510,7 +510,7 @@ type partStrategy struct {
 	resumed string
 }
 
-func (s *partStrategy) name() string { return string(s.k) }
+func (s *partStrategy) name() Kind { return s.k }
 
 func (s *partStrategy) shape(cc *jetstream.ConsumerConfig) {
 	if s.k == KindStatic {
@@ -623,12 +623,12 @@ func (s *partStrategy) check() (stopped bool) {
 		if s.k == KindElastic {
 			go s.stop(&health.Error{Err: ErrWorkStreamGone,
 				Fix: fmt.Sprintf("re-run the group's create with its partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group", s.stream),
-				Remedy: health.Remedy{Code: health.RemedyRebuildWorkStream, Kind: "elastic", Stream: s.stream, Group: s.group,
+				Remedy: health.Remedy{Code: health.RemedyRebuildWorkStream, Kind: KindElastic.String(), Stream: s.stream, Group: s.group,
 					Lead: fmt.Sprintf("work stream %s of elastic group %s was deleted; a member cannot recreate it: ", s.cstream, s.group)}}, "work stream deleted")
 			return true
 		}
 		go s.stop(&health.Error{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
-			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: "static", Stream: s.stream, Group: s.group, Member: s.member,
+			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: KindStatic.String(), Stream: s.stream, Group: s.group, Member: s.member,
 				Lead: fmt.Sprintf("stream %s was deleted under static member %s of group %s (its partition consumer %s with it); ", s.cstream, s.member, s.group, s.consumer)}}, "stream deleted")
 		return true
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):

@@ -97,7 +97,7 @@ func ConsumerNameProblem(name string) string {
 // cannot serve: a consumer name it cannot hold, or more filter subjects
 // than MaxPartitions (see above). It is called once the stored
 // configuration has been read, before anything is sent to the server.
-func checkJoinable(kind, stream, group, member, consumer string, cfg health.GroupConfig) error {
+func checkJoinable(kind Kind, stream, group, member, consumer string, cfg health.GroupConfig) error {
 	if p := ConsumerNameProblem(consumer); p != "" {
 		return described{fmt.Sprintf("member %q of %s group %q on %q cannot run: %s; the group can still be shown and deleted, and its other members run", member, kind, group, stream, p), ErrInvalidConfig}
 	}
@@ -113,12 +113,12 @@ func checkJoinable(kind, stream, group, member, consumer string, cfg health.Grou
 // CheckJoinStatic and CheckJoinElastic are checkJoinable for each kind,
 // the one line JoinStatic and JoinElastic call after reading the config.
 func CheckJoinStatic(stream, group, member string, cfg StaticConfig) error {
-	return checkJoinable("static", stream, group, member, StaticConsumerName(group, member), cfg)
+	return checkJoinable(KindStatic, stream, group, member, StaticConsumerName(group, member), cfg)
 }
 
 // CheckJoinElastic: see CheckJoinStatic.
 func CheckJoinElastic(stream, group, member string, cfg ElasticConfig) error {
-	return checkJoinable("elastic", stream, group, member, member, cfg)
+	return checkJoinable(KindElastic, stream, group, member, member, cfg)
 }
 
 // layout is a group's partitions and consumer filters per member,

@@ -158,7 +158,7 @@ func TestStoredAboveCeiling(t *testing.T) {
 			if err != nil || gi.Partitions != n || len(gi.Owners) != n {
 				t.Fatalf("info: %v (partitions %d)", err, gi.Partitions)
 			}
-			rep, err := c.Check(ctx, cg.CheckScope{Kind: kind, Stream: stream, Group: "g"})
+			rep, err := c.Check(ctx, cg.CheckScope{Kind: cg.Kind(kind), Stream: stream, Group: "g"})
 			if err != nil || !hasCode(rep, health.CodePartitionCeiling) || rep.Status() != health.SeverityCritical {
 				t.Fatalf("check: %v %+v", err, rep.Findings)
 			}
@@ -237,10 +237,10 @@ func TestMemberNamedGreaterThan(t *testing.T) {
 			if ms, err := c.MemberInfo(ctx, k, stream, group, ">"); err != nil || ms.Unusable == "" {
 				t.Fatalf("member-info '>': %v %+v", err, ms)
 			}
-			if refs, err := c.ListGroups(ctx, k.String()); err != nil || len(refs) != 1 {
+			if refs, err := c.ListGroups(ctx, k); err != nil || len(refs) != 1 {
 				t.Fatalf("ls: %v %v", err, refs)
 			}
-			rep, err := c.Check(ctx, cg.CheckScope{Kind: k.String(), Stream: stream, Group: group})
+			rep, err := c.Check(ctx, cg.CheckScope{Kind: k, Stream: stream, Group: group})
 			if err != nil || !hasCode(rep, health.CodeMemberUnusable) || hasCode(rep, health.CodeCheckFailed) {
 				t.Fatalf("check: %v %+v", err, rep.Findings)
 			}

@@ -504,7 +504,7 @@ func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error
 	}
 	if err == nil && cons != nil {
 		ci := cons.CachedInfo()
-		if ok, why := MemberConsumerOwned(ci.Config, "static", m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
+		if ok, why := MemberConsumerOwned(ci.Config, KindStatic, m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
 			return notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("static group %q on %q (member %q)", m.group, m.stream, m.member), why, "stop what uses it and remove it, or rename the group or member")
 		}
 		if err := m.ackPendingProblem(ci.Config); err != nil {

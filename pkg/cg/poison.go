@@ -225,7 +225,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		return err
 	}
 	ps := &poisonState{m: m, pol: pol, action: pol.action(), kv: kv,
-		prefix:  PoisonKeyPrefix(Kind(m.kind.name()), m.stream, m.group, m.member),
+		prefix:  PoisonKeyPrefix(m.kind.name(), m.stream, m.group, m.member),
 		records: map[uint64]ParkedMessage{}, releases: map[uint64]bool{},
 		relRev: map[uint64]uint64{}, used: map[uint64]uint64{},
 		held: map[uint64]heldMsg{}, holds: map[uint64]time.Time{}, owed: map[uint64]owedPoison{}}
@@ -709,7 +709,7 @@ func (ps *poisonState) deadLetter(s bindingSink, raw *nats.Msg, md *nats.MsgMeta
 	hdr.Set(HeaderDLSequence, strconv.FormatUint(seq, 10))
 	hdr.Set(HeaderDLSubject, origSubject)
 	hdr.Set(HeaderDLPartition, strconv.Itoa(part))
-	hdr.Set(HeaderDLKind, m.kind.name())
+	hdr.Set(HeaderDLKind, m.kind.name().String())
 	hdr.Set(HeaderDLGroup, m.group)
 	hdr.Set(HeaderDLMember, m.member)
 	hdr.Set(HeaderDLDeliveries, strconv.FormatUint(md.NumDelivered, 10))

@@ -230,7 +230,7 @@ const (
 	HeaderDLSubject = "Cg-Subject"
 	// HeaderDLPartition: its partition.
 	HeaderDLPartition = "Cg-Partition"
-	// HeaderDLKind: "static" or "elastic".
+	// HeaderDLKind: the group's Kind.
 	HeaderDLKind = "Cg-Kind"
 	// HeaderDLGroup and HeaderDLMember: who gave up on it.
 	HeaderDLGroup  = "Cg-Group"

@@ -26,7 +26,7 @@ const RemedyReleaseParked health.RemedyCode = "release-parked"
 // bucket that is missing or cannot be read gives none: the rest of the
 // check does not depend on it.
 func (r *checkRun) poisonFindings(ctx context.Context, t checkTarget) []health.Finding {
-	rep, err := r.c.Poison(ctx, Kind(t.kind), t.stream, t.group)
+	rep, err := r.c.Poison(ctx, t.kind, t.stream, t.group)
 	if err != nil {
 		return nil
 	}
@@ -62,7 +62,7 @@ func (r *checkRun) poisonFindings(ctx context.Context, t checkTarget) []health.F
 				mp.Member, plural(uint64(len(mp.Parked)), "poison message", "poison messages"), strings.Join(what, "; "),
 				map[bool]string{true: "its key waits", false: "their keys wait"}[len(mp.Parked) == 1]),
 			Hint:   "fix the cause, then release the parked messages: retry them once more, or skip them to the dead-letter subject",
-			Remedy: &health.Remedy{Code: RemedyReleaseParked, Kind: t.kind, Stream: t.stream, Group: t.group, Member: mp.Member}})
+			Remedy: &health.Remedy{Code: RemedyReleaseParked, Kind: t.kind.String(), Stream: t.stream, Group: t.group, Member: mp.Member}})
 	}
 	return fs
 }

@@ -513,7 +513,7 @@ func TestJoinRefusesStoredGroupsThatMissMessages(t *testing.T) {
 				t.Errorf("%s/%s: join refused, but it made consumer %s", tc.stream, tc.group, ci.Name)
 			}
 		}
-		rep, err := c.Check(ctx, CheckScope{Stream: tc.stream, Group: tc.group, Kind: tc.kind})
+		rep, err := c.Check(ctx, CheckScope{Stream: tc.stream, Group: tc.group, Kind: Kind(tc.kind)})
 		if err != nil {
 			t.Fatal(err)
 		}

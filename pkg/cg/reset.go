@@ -222,7 +222,7 @@ func (c *Client) resetPlan(ctx context.Context, k Kind, stream, group string, me
 		mp := ResetMemberPlan{Member: m, Consumer: name, To: plan.Seq}
 		filters := l.memberFilters(scfg, m)
 		if ci != nil {
-			if owned, why := MemberConsumerOwned(ci.Config, "static", stream, group, m, staticForms(scfg, m)...); !owned {
+			if owned, why := MemberConsumerOwned(ci.Config, KindStatic, stream, group, m, staticForms(scfg, m)...); !owned {
 				return plan, nil, notOwned("consumer", name, fmt.Sprintf("member %q of static group %q", m, group), why, "")
 			}
 			filters = consumerFilters(ci.Config)

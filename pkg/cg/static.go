@@ -47,7 +47,7 @@ func StreamPartitioning(si *jetstream.StreamInfo) (partition.PartitionTransform,
 	st := si.Config.SubjectTransform
 	if st == nil || st.Destination == "" {
 		return partition.PartitionTransform{}, &health.Error{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
-			Remedy: health.Remedy{Code: health.RemedyStreamTransformExample, Kind: "static", Stream: si.Config.Name,
+			Remedy: health.Remedy{Code: health.RemedyStreamTransformExample, Kind: KindStatic.String(), Stream: si.Config.Name,
 				Lead: fmt.Sprintf("%v: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. ", ErrStreamNotReady, si.Config.Name),
 				Tail: " (or use an elastic group, which works on any stream)"}}
 	}
@@ -211,7 +211,7 @@ func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*je
 // staticInfo reads a static group's configuration, member states and lag
 // per member and per partition.
 func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
-	gi := health.GroupInfo{Kind: "static", Stream: stream, Group: group}
+	gi := health.GroupInfo{Kind: KindStatic.String(), Stream: stream, Group: group}
 	si, err := c.streamInfo(ctx, stream)
 	if err != nil {
 		return gi, err
@@ -342,7 +342,7 @@ func (c *Client) deleteStatic(ctx context.Context, stream, group string) (Delete
 	}
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
-		deleted, kept, err := c.deleteOwnedConsumer(ctx, s, stream, name, "static", group, m, staticForms(cfg, m))
+		deleted, kept, err := c.deleteOwnedConsumer(ctx, s, stream, name, KindStatic, group, m, staticForms(cfg, m))
 		switch {
 		case err != nil:
 			errs = append(errs, err)

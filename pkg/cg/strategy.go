@@ -16,9 +16,8 @@ import (
 // back into the runtime (attach, release, stop) and never the other way
 // round through a kind switch.
 type strategy interface {
-	// name is the kind, "static" or "elastic", as the ownership marks
-	// spell it.
-	name() string
+	// name is the kind, as the ownership marks spell it.
+	name() Kind
 	// shape sets the kind's part of the member consumer's configuration:
 	// durable or named, and how long it outlives its last instance.
 	shape(cc *jetstream.ConsumerConfig)
@@ -47,7 +46,7 @@ type staticStrategy struct {
 	resumed string        // how a recreated consumer resumed
 }
 
-func (m *staticStrategy) name() string { return "static" }
+func (m *staticStrategy) name() Kind { return KindStatic }
 
 func (m *staticStrategy) shape(cc *jetstream.ConsumerConfig) {
 	cc.Durable = m.consumer
@@ -85,7 +84,7 @@ type elasticStrategy struct {
 	advisory  *nats.Subscription
 }
 
-func (m *elasticStrategy) name() string { return "elastic" }
+func (m *elasticStrategy) name() Kind { return KindElastic }
 
 func (m *elasticStrategy) shape(cc *jetstream.ConsumerConfig) {
 	// Not durable: it goes away by inactivity, one ack wait after every
