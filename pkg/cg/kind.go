@@ -2,7 +2,6 @@ package cg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -23,10 +22,6 @@ const (
 	// consumers live on the group's work-queue stream <stream>-<group>.
 	KindElastic Kind = "elastic"
 )
-
-// ErrUnknownKind is returned, wrapped, for a Kind that is neither
-// KindStatic nor KindElastic.
-var ErrUnknownKind = errors.New("unknown group kind")
 
 // Kinds lists the kinds in the order cg shows them.
 func Kinds() []Kind { return []Kind{KindStatic, KindElastic} }

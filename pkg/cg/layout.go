@@ -53,10 +53,6 @@ const (
 // one server; 512 did not settle for minutes on a loaded machine.
 const MaxLayoutPartitions = 256
 
-// ErrLayout is returned, wrapped, for an unknown layout or a configuration
-// the layout cannot have.
-var ErrLayout = errors.New("invalid layout")
-
 // ParseLayout reads a layout's name; "" is LayoutMember.
 func ParseLayout(s string) (Layout, error) {
 	switch Layout(s) {

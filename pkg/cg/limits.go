@@ -1,7 +1,6 @@
 package cg
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,9 +33,6 @@ const MaxPartitions = 4096
 // value such as 1e11 must be refused rather than allocated; a million
 // partitions is far beyond any useful parallelism.
 const maxStoredPartitions = 1 << 20
-
-// ErrTooManyPartitions is wrapped by the refusals of the ceiling.
-var ErrTooManyPartitions = fmt.Errorf("more partitions than cg supports (at most %d)", MaxPartitions)
 
 // checkCreateCeiling refuses a group a member consumer of which could carry
 // more than MaxPartitions filter subjects: n partitions times f filters
@@ -245,11 +241,6 @@ const (
 	MaxBackoffSteps = 100
 	MaxBackoffDelay = 24 * time.Hour
 )
-
-// ErrAboveCeiling is wrapped by the refusal of an option above its
-// ceiling (MaxConcurrency, MaxAckPendingMax, MaxBatchSize, MaxDeliverMax,
-// MaxBackoffSteps, MaxBackoffDelay).
-var ErrAboveCeiling = errors.New("above cg's ceiling")
 
 // CeilingError is an option above its ceiling.
 type CeilingError struct {

@@ -255,21 +255,6 @@ const (
 	DLReasonSkip       = "skip"
 )
 
-// ErrPoison is wrapped by the *PoisonError a member stops with under
-// PoisonStop.
-var ErrPoison = errors.New("poison message")
-
-// ErrNoPoisonState: the KV bucket PoisonBucket does not exist; it is made
-// when a group is created (or re-created identically), not by members.
-var ErrNoPoisonState = errors.New("poison state bucket missing")
-
-// ErrNotParked: a release named a message (or a member) with nothing parked.
-var ErrNotParked = errors.New("no parked message")
-
-// ErrNoDeadLetter: a release asked to skip a parked message to the
-// dead-letter subject, but its member was joined without one.
-var ErrNoDeadLetter = errors.New("no dead-letter subject")
-
 // PoisonError is why a member stopped under PoisonStop: the message it gave
 // up on.
 type PoisonError struct {

@@ -23,10 +23,6 @@ import (
 // subjects, never the configured ones: a static member's consumer filters
 // them, an elastic work stream sources them.
 
-// ErrNoMatchingSubjects: a group filter matches none of the subjects the
-// stream stores, so the group would never receive a message through it.
-var ErrNoMatchingSubjects = errors.New("group filter matches none of the stream's subjects")
-
 // intersectPattern returns the subject pattern matching exactly the
 // subjects that both patterns a and b match (NATS tokens: '*' one token,
 // '>' one or more at the end), and false when no subject matches both.
