@@ -252,7 +252,7 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 	if names, ok := r.staticNames[stream]; ok {
 		return names, nil
 	}
-	groups, err := r.c.listGroups(ctx, StaticBucket, stream)
+	groups, err := r.c.listGroups(ctx, KindStatic, stream)
 	if err != nil {
 		return nil, err
 	}
