@@ -6,8 +6,10 @@ package elastic
 // and order cg.MembershipChange and cg.Move had when these commands
 // marshalled them directly (the golden JSON tests hold the bytes).
 
-import "github.com/cg-dev/cg/pkg/cg/partition"
-import "github.com/cg-dev/cg/pkg/cg"
+import (
+	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
+)
 
 // ChangeView is a membership change in --json.
 type ChangeView struct {

@@ -1,8 +1,11 @@
 package cg
 
-import "github.com/cg-dev/cg/pkg/cg/health"
-import "github.com/cg-dev/cg/pkg/cg/partition"
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
+)
 
 // limitFindings reports a stored group (made by the reference, which has
 // no ceiling) that cg will not start, and members whose consumer the

@@ -1,7 +1,10 @@
 package cg
 
-import "github.com/cg-dev/cg/pkg/cg/partition"
-import "testing"
+import (
+	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
+)
 
 // The key a lane orders by is what the partition transform hashes, read
 // back off the stored subject, never the whole subject.
