@@ -137,6 +137,19 @@ type checkTarget struct {
 	raw           []byte
 }
 
+// remedy is the fix code for the checked group, with its place filled in.
+func (t checkTarget) remedy(code health.RemedyCode) *health.Remedy {
+	return &health.Remedy{Code: code, Kind: t.kind.String(), Stream: t.stream, Group: t.group}
+}
+
+// recreate is RemedyDeleteAndCreate for the checked group, lead and tail
+// being the engine wording around the fix.
+func (t checkTarget) recreate(lead, tail string) *health.Remedy {
+	r := t.remedy(health.RemedyDeleteAndCreate)
+	r.Lead, r.Tail = lead, tail
+	return r
+}
+
 // targets reads the stored configurations in scope, sorted by stream,
 // group and kind (static first).
 func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget, error) {
