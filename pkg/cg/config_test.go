@@ -318,7 +318,8 @@ func TestConfigMembership(t *testing.T) {
 	}
 }
 
-// specJSON encodes v without HTML escaping: the form SPEC §3 writes.
+// specJSON encodes v without HTML escaping: the form the on-server
+// contract writes.
 func specJSON(t *testing.T, v any) string {
 	t.Helper()
 	var b strings.Builder
@@ -330,14 +331,14 @@ func specJSON(t *testing.T, v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// SPEC §3 writes the stored value with a bare '>'. json.Marshal, which the
+// The contract writes the stored value with a bare '>'. json.Marshal, which the
 // reference uses to store it, escapes '>' (and '<', '&') as \u003e; both
 // spellings decode to the same value in both implementations, so stored
 // values must be compared decoded, never as bytes.
 func TestConfigJSONExact(t *testing.T) {
 	for _, c := range []struct {
 		cfg  StaticConfig
-		want string // SPEC form
+		want string // the contract's form
 	}{
 		{StaticConfig{MaxMembers: 10, Filters: []string{">"}, Members: []string{"m1", "m2"}},
 			`{"max_members":10,"filters":[">"],"members":["m1","m2"]}`},
@@ -376,7 +377,7 @@ func TestConfigJSONExact(t *testing.T) {
 			}
 		}
 	}
-	// SPEC §3's example value (members and mappings together, which
+	// The contract's example value (members and mappings together, which
 	// ValidateStored refuses) still parses field by field.
 	const spec = `{"max_members":10,"filters":[">"],"members":["m1","m2"],"member_mappings":[{"member":"m1","partitions":[0,1]}]}`
 	var c StaticConfig
@@ -384,10 +385,10 @@ func TestConfigJSONExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := specJSON(t, c); got != spec {
-		t.Errorf("SPEC example re-encoded as %s", got)
+		t.Errorf("the contract's example re-encoded as %s", got)
 	}
 	if err := c.ValidateStored(); err == nil {
-		t.Errorf("SPEC example with members and mappings validated")
+		t.Errorf("the contract's example with members and mappings validated")
 	}
 }
 

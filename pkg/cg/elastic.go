@@ -31,7 +31,8 @@ type CreateElasticResult struct {
 }
 
 // ElasticTransforms are the subject transforms through which a group's
-// work-queue stream sources the origin stream (SPEC §5).
+// work-queue stream sources the origin stream, as the reference writes
+// them.
 func ElasticTransforms(cfg ElasticConfig) []jetstream.SubjectTransformConfig {
 	if len(cfg.PartitioningFilters) == 0 {
 		return []jetstream.SubjectTransformConfig{{Source: ">", Destination: partition.ElasticTransformDestination(cfg.MaxMembers, ">", nil)}}

@@ -16,8 +16,7 @@ import (
 // their number: one consumer with 1024 filter subjects is created in
 // 0.03-0.14 s, with 4096 in 0.4-1.9 s, 8192 in 1.7-6.4 s, 16384 in 7 s,
 // and with 100,000 JetStream stopped answering every client for minutes
-// (measured with TestMeasureConsumerFilters on a loaded 2-core machine
-// and as reported in issue 9). A member owning all partitions has one
+// (measured with TestMeasureConsumerFilters on a loaded 2-core machine). A member owning all partitions has one
 // filter subject per partition and group filter, so cg refuses to create
 // a group beyond MaxPartitions, and refuses to start a member whose
 // consumer would carry more than MaxPartitions filter subjects (a group

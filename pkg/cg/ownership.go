@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Ownership (SPEC §8). Server names are joined with '-', so different
+// Ownership. Server names are joined with '-', so different
 // groups can land on one name, and a user's own stream or consumer may
 // carry the name cg would use. cg therefore marks every stream and consumer
 // it creates with metadata naming the group it belongs to, and adopts,
@@ -116,7 +116,8 @@ func MemberConsumerOwned(cc jetstream.ConsumerConfig, kind Kind, stream, group, 
 }
 
 // staticForms are the filter sets a static member's consumer may have:
-// cg's, and for mapped groups the reference's <p>.> form (SPEC §2).
+// cg's, and for mapped groups the reference's <p>.> form (it writes that
+// whatever the group's filters).
 func staticForms(cfg StaticConfig, member string) [][]string {
 	forms := [][]string{cfg.MemberFilters(member)}
 	if len(cfg.MemberMappings) > 0 {
@@ -303,7 +304,8 @@ func (c *Client) checkStaticConsumers(ctx context.Context, stream, group string,
 }
 
 // workStreamConfig is the work-queue stream cg creates for an elastic
-// group (SPEC §5), marked as the group's.
+// group, sourcing the origin through the group's transforms, marked as
+// the group's.
 func workStreamConfig(origin *jetstream.StreamInfo, stream, group string, cfg ElasticConfig) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        WorkStreamName(stream, group),

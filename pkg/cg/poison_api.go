@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Poison messages (issue 13). With one message in flight per key, a message
+// Poison messages. With one message in flight per key, a message
 // whose handler always fails would block its key (and, with max ack pending
 // 1, its whole member) forever. A RetryPolicy in JoinOptions bounds the
 // retries and says what happens then:

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// KV buckets holding group configurations (SPEC §3).
+// KV buckets holding group configurations, as the reference names them.
 const (
 	StaticBucket  = "static-consumer-groups"
 	ElasticBucket = "elastic-consumer-groups"

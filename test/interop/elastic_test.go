@@ -80,7 +80,7 @@ func (e *env) waitConverged(timeout time.Duration, what string) {
 		cfg := cgConfigOf(ref)
 		for _, m := range cfg.MemberNames() {
 			// Either implementation's filters (they differ for mapped
-			// groups with filters, SPEC §2).
+			// groups with filters: the reference writes <p>.>).
 			refWant := sortedCopy(pcgroups.ElasticGetPartitionFilters(*ref, m))
 			cgWant := sortedCopy(cfg.MemberFilters(m))
 			ci := e.consumerInfo(workStream(), m)
@@ -298,7 +298,7 @@ func TestElasticReferenceGroupCgMembers(t *testing.T) {
 			names = append(names, ms.Member)
 			want := pcgroups.ElasticGetPartitionFilters(*ref, ms.Member)
 			if len(ref.MemberMappings) > 0 {
-				// SPEC §2: for mapped groups the reference writes <p>.>
+				// For mapped groups the reference writes <p>.>
 				// whatever the filters, cg applies them; the partitions agree.
 				if got, w := partitionsOf(ms.Filters), partitionsOf(want); !slices.Equal(got, w) || !slices.Equal(got, ms.Partitions) {
 					t.Errorf("%s: info %s partitions %v (filters %v), reference filters %v", when, ms.Member, ms.Partitions, ms.Filters, want)

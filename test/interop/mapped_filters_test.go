@@ -12,7 +12,7 @@ import (
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// SPEC §2 lets the two implementations differ on mapped groups with
+// The on-server contract lets the two implementations differ on mapped groups with
 // filters: the reference writes <p>.> whatever the filters, cg applies
 // them. For elastic groups cg writes <p>.> too (the work stream holds only
 // subjects a partitioning filter matched, so it selects the same

@@ -77,7 +77,7 @@ func TestPartitionReferenceBalanced(t *testing.T) {
 }
 
 func TestPartitionReferenceTable(t *testing.T) {
-	// The reference's output for SPEC §2's examples, spelled out.
+	// The reference's output for the balanced examples, spelled out.
 	for _, c := range []struct {
 		members []string
 		n       int

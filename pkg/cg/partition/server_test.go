@@ -16,7 +16,7 @@ import (
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
-// The server is the ground truth for partitioning (SPEC §1). These tests
+// The server is the ground truth for partitioning. These tests
 // check PartitionOfSubject against the server's own transform code, in
 // process, and against what a real embedded JetStream server stores.
 
@@ -106,7 +106,7 @@ func TestPartitionServerElasticDestination(t *testing.T) {
 	t.Logf("%d subjects through %d elastic destinations", checked, 300)
 }
 
-// SPEC §1: tokens ab+c and a+bc land in the same partition, on the server.
+// Tokens are concatenated with no separator: ab+c and a+bc land in the same partition, on the server.
 func TestPartitionServerConcatenation(t *testing.T) {
 	r := partitiontest.Rand(partitiontest.Seed(t))
 	checked := 0
@@ -228,7 +228,7 @@ func TestPartitionServerStreams(t *testing.T) {
 		}
 		streams = append(streams, st)
 	}
-	// One more stream for SPEC §1's consequence: every split of a key
+	// One more stream for the concatenation's consequence: every split of a key
 	// across two tokens, stored by the server in one partition.
 	concat := &serverStream{name: "PARTCONCAT", tc: partitiontest.TransformCase{Filter: "cc.*.*", N: 1 + r.IntN(1024), Wildcards: []int{1, 2}}}
 	concat.dest = partitiontest.TransformDest(r, concat.tc.N, concat.tc.Filter, concat.tc.Wildcards)
