@@ -168,6 +168,10 @@ type MsgLine struct {
 	// when it is a retry (the batch's own line says whether it was acked).
 	Batch   uint64 `json:"batch,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Time is when the message's outcome was known (its ack answered, or
+	// its failure settled): the output may be written in bursts, so a
+	// reader cannot take the time it reads a line for it.
+	Time time.Time `json:"time,omitzero"`
 }
 
 // EventLine is a member event in consume's output.
@@ -356,9 +360,10 @@ func consumeRun(ctx context.Context, o *ConsumeOptions) error {
 		actx, cancel := context.WithTimeout(context.Background(), min(o.F.Conn.Timeout, o.AckWait))
 		ackErr := m.DoubleAck(actx)
 		cancel()
-		took := time.Since(start)
+		now := time.Now()
+		took := now.Sub(start)
 		line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
-			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil}
+			Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil, Time: now}
 		if mdErr == nil {
 			line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
 		}

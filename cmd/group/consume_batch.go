@@ -123,7 +123,7 @@ func (r *batchRun) handle(ctx context.Context, b *cg.Batch) error {
 			key, keySeq, _ = traffic.KeyOf(m.Headers())
 			check = r.verifier.Observe(key, keySeq, sseq, o.Member)
 		}
-		line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(), Batch: b.Number}
+		line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(), Batch: b.Number, Time: time.Now()}
 		if b.Attempt > 1 {
 			line.Attempt = b.Attempt
 		}

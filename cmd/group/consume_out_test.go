@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // countingWriter records each write it is given.
@@ -68,10 +69,11 @@ func TestLineWriterConcurrent(t *testing.T) {
 // HTML characters as they are.
 func TestWriteJSONLine(t *testing.T) {
 	var buf bytes.Buffer
-	if err := writeJSONLine(&buf, &MsgLine{Type: "msg", Subject: "a<b>&c", Acked: true, Millis: 0.25}); err != nil {
+	if err := writeJSONLine(&buf, &MsgLine{Type: "msg", Subject: "a<b>&c", Acked: true, Millis: 0.25,
+		Time: time.Date(2026, 12, 3, 10, 0, 0, 250e6, time.UTC)}); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"type":"msg","member":"","partition":0,"subject":"a<b>&c","stream_seq":0,"delivered":0,"pin_id":"","processing_ms":0.25,"acked":true}` + "\n"
+	want := `{"type":"msg","member":"","partition":0,"subject":"a<b>&c","stream_seq":0,"delivered":0,"pin_id":"","processing_ms":0.25,"acked":true,"time":"2026-12-03T10:00:00.25Z"}` + "\n"
 	if buf.String() != want {
 		t.Fatalf("got  %s\nwant %s", buf.String(), want)
 	}

@@ -224,7 +224,7 @@ func (o *ConsumeOptions) workerFailed(m *cg.Msg, md *jetstream.MsgMetadata, mdEr
 		settleErr = m.Nak()
 	}
 	line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
-		Millis: float64(time.Since(start).Microseconds()) / 1000, Failed: true, Error: werr.Error()}
+		Millis: float64(time.Since(start).Microseconds()) / 1000, Failed: true, Error: werr.Error(), Time: time.Now()}
 	if mdErr == nil {
 		line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
 	}

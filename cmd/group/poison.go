@@ -211,7 +211,7 @@ func (o *ConsumeOptions) failMsg(m *cg.Msg, md *jetstream.MsgMetadata, mdErr err
 	m.Fail(errFailSubject(o.Poison.FailSubject))
 	nakErr := m.Nak()
 	line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
-		Millis: float64(time.Since(start).Microseconds()) / 1000, Failed: true}
+		Millis: float64(time.Since(start).Microseconds()) / 1000, Failed: true, Time: time.Now()}
 	if mdErr == nil {
 		line.StreamSeq, line.Delivered = md.Sequence.Stream, md.NumDelivered
 	}

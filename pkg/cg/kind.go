@@ -2,10 +2,13 @@ package cg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Kind is one of the two kinds of consumer group: static or elastic. The
@@ -203,11 +206,25 @@ func (c *Client) memberInfo(ctx context.Context, k Kind, stream, group, member s
 // StepDown unpins the member's pinned instance so the server pins another
 // (a standby, or the same instance when it is the only one).
 func (c *Client) StepDown(ctx context.Context, k Kind, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.memberInfo(ctx, k, stream, group, member, lagScope{})
-	if err != nil {
-		return StepDownResult{}, err
+	for try := 0; ; try++ {
+		ms, err := c.memberInfo(ctx, k, stream, group, member, lagScope{})
+		if err != nil {
+			return StepDownResult{}, err
+		}
+		res, err := c.stepDown(ctx, k.WorkStream(stream, group), ms)
+		// A rebalance remakes the consumer of an elastic member whose
+		// partitions changed: between the read and the unpin it can be
+		// gone, and a moment later it is there again. Read it again rather
+		// than fail a step-down given right after an add or a drop.
+		if !k.CanChangeMembers() || !errors.Is(err, jetstream.ErrConsumerNotFound) || try == 4 {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
+		}
 	}
-	return c.stepDown(ctx, k.WorkStream(stream, group), ms)
 }
 
 // Delete removes a group's KV entry and what cg made for it (a static

@@ -694,23 +694,26 @@ func TestLayoutParkAndRelease(t *testing.T) {
 }
 
 // Each partition of a partition-layout group runs its own handler slots
-// and its own window: an instance owning all 256 partitions at
-// Concurrency 128 would hold 32768 slots. Its join is refused, naming the
-// per-partition ceiling, and no partition consumer is made.
+// and its own window: an instance owning all 32 partitions at
+// Concurrency 1024 would hold 32768 slots. Its join is refused, naming the
+// per-partition ceiling (16384/32), and no partition consumer is made.
+// Thirty-two partitions reach the same totals as 256 at a quarter of the
+// per-partition values, without making 256 consumers: that alone took
+// over a minute on a loaded CI machine.
 func TestLayoutOptionsCeilingAcrossPartitions(t *testing.T) {
 	s := natstest.RunServer(t)
 	_, js := natstest.JetStream(t, s)
-	ordersStream(t, js, "WIDE", 256)
+	ordersStream(t, js, "WIDE", 32)
 	c := cg.New(js)
 	ctx := ctxT(t)
-	if _, err := c.CreateStatic(ctx, "WIDE", "g", cg.StaticConfig{MaxMembers: 256, Members: []string{"m1"}, Layout: cg.LayoutPartition}); err != nil {
+	if _, err := c.CreateStatic(ctx, "WIDE", "g", cg.StaticConfig{MaxMembers: 32, Members: []string{"m1"}, Layout: cg.LayoutPartition}); err != nil {
 		t.Fatal(err)
 	}
 	noop := func(context.Context, *cg.Msg) {}
-	for _, o := range []cg.JoinOptions{{Concurrency: 128}, {MaxAckPending: 1024}} {
+	for _, o := range []cg.JoinOptions{{Concurrency: 1024}, {MaxAckPending: 4096}} {
 		m, err := c.JoinStatic(ctx, "WIDE", "g", "m1", noop, o)
 		var ce *cg.CeilingError
-		if !errors.As(err, &ce) || !errors.Is(err, cg.ErrAboveCeiling) || ce.Ceiling != 64 && ce.Ceiling != 256 {
+		if !errors.As(err, &ce) || !errors.Is(err, cg.ErrAboveCeiling) || ce.Ceiling != cg.MaxLayoutSlots/32 && ce.Ceiling != cg.MaxLayoutPending/32 {
 			if m != nil {
 				m.Stop()
 			}
@@ -720,7 +723,7 @@ func TestLayoutOptionsCeilingAcrossPartitions(t *testing.T) {
 	if got := streamConsumers(t, js, "WIDE"); len(got) != 0 {
 		t.Fatalf("refused joins left consumers %v", got)
 	}
-	m, err := c.JoinStatic(ctx, "WIDE", "g", "m1", noop, cg.JoinOptions{Concurrency: 64})
+	m, err := c.JoinStatic(ctx, "WIDE", "g", "m1", noop, cg.JoinOptions{Concurrency: cg.MaxLayoutSlots / 32})
 	if err != nil {
 		t.Fatalf("at the ceiling: %v", err)
 	}

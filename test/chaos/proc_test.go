@@ -38,7 +38,7 @@ type line struct {
 	Error      string    `json:"error"`
 
 	raw  string
-	at   time.Time // when the test read it
+	at   time.Time // when the test read it; a msg line: the time it carries
 	proc *proc
 	idx  int
 }
@@ -94,6 +94,11 @@ func startProc(name, member, url, cfgDir string, args []string) (*proc, error) {
 				l.Type = head.Type
 			case json.Unmarshal(sc.Bytes(), l) != nil:
 				l.Type = "text"
+			}
+			if l.Type == "msg" && !l.Time.IsZero() {
+				// consume writes its lines in bursts: when the outcome
+				// was known, not when the line came through the pipe.
+				l.at = l.Time
 			}
 			p.mu.Lock()
 			l.idx = len(p.lines)
