@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/factory"
@@ -245,11 +246,7 @@ func kindsOf(c *cobra.Command) []cg.Kind {
 
 // groupsByStream lists the groups of the given kinds by stream.
 func groupsByStream(ctx context.Context, c *cg.Client, kinds []cg.Kind) (map[string][]string, error) {
-	names := make([]string, len(kinds))
-	for i, k := range kinds {
-		names[i] = string(k)
-	}
-	refs, err := c.ListGroups(ctx, names...)
+	refs, err := c.ListGroups(ctx, kinds...)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +300,7 @@ func memberNames(ctx context.Context, c *cg.Client, kinds []cg.Kind, stream, grp
 	}
 	var err error
 	for _, k := range kinds {
-		var cfg cg.GroupConfig
+		var cfg health.GroupConfig
 		if cfg, err = c.Config(ctx, k, stream, grp); err == nil {
 			return cfg.MemberNames(), nil
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -197,7 +198,7 @@ func checkRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return o.couldNotCheck(err)
 	}
-	rep, err := c.Check(ctx, cg.CheckScope{Stream: o.Stream, Group: o.Group, Kind: o.Kind})
+	rep, err := c.Check(ctx, cg.CheckScope{Stream: o.Stream, Group: o.Group, Kind: cg.Kind(o.Kind)})
 	if err != nil {
 		return o.couldNotCheck(err)
 	}
@@ -225,40 +226,40 @@ func (o *Options) couldNotCheck(err error) error {
 	}
 	ios := o.F.IOStreams
 	if o.F.JSON {
-		view := Report{Status: string(cg.SeverityUnknown), ExitCode: cmdutil.CheckUnknown, Summary: "UNKNOWN: " + msg,
+		view := Report{Status: string(health.SeverityUnknown), ExitCode: cmdutil.CheckUnknown, Summary: "UNKNOWN: " + msg,
 			Groups: []Group{}, Findings: []Finding{}, Error: msg}
 		if err := render.JSON(ios.Out, view); err != nil {
 			return err
 		}
 	} else {
 		cs := render.NewColorScheme(ios.ColorEnabled())
-		fmt.Fprintf(ios.Out, "%s: %s\n", paint(cs, cg.SeverityUnknown, "UNKNOWN"), msg)
+		fmt.Fprintf(ios.Out, "%s: %s\n", paint(cs, health.SeverityUnknown, "UNKNOWN"), msg)
 	}
 	return cmdutil.WithCode(cmdutil.CheckUnknown, cmdutil.ErrSilent)
 }
 
-func exitCode(s cg.Severity) int {
+func exitCode(s health.Severity) int {
 	switch s {
-	case cg.SeverityWarning:
+	case health.SeverityWarning:
 		return cmdutil.CheckWarning
-	case cg.SeverityCritical:
+	case health.SeverityCritical:
 		return cmdutil.CheckCritical
-	case cg.SeverityUnknown:
+	case health.SeverityUnknown:
 		return cmdutil.CheckUnknown
 	}
 	return cmdutil.CheckOK
 }
 
-func newReport(rep cg.CheckReport) Report {
+func newReport(rep health.CheckReport) Report {
 	status := rep.Status()
 	v := Report{
 		Status:        string(status),
 		ExitCode:      exitCode(status),
 		ServerVersion: rep.ServerVersion,
 		Counts: Counts{
-			Critical: rep.Count(cg.SeverityCritical),
-			Warning:  rep.Count(cg.SeverityWarning),
-			Unknown:  rep.Count(cg.SeverityUnknown),
+			Critical: rep.Count(health.SeverityCritical),
+			Warning:  rep.Count(health.SeverityWarning),
+			Unknown:  rep.Count(health.SeverityUnknown),
 		},
 		Groups:   make([]Group, 0, len(rep.Groups)),
 		Findings: make([]Finding, 0, len(rep.Findings)),
@@ -311,7 +312,7 @@ func renderText(o *Options, v Report) error {
 	ios := o.F.IOStreams
 	cs := render.NewColorScheme(ios.ColorEnabled())
 	status, rest, _ := strings.Cut(v.Summary, ":")
-	fmt.Fprintf(ios.Out, "%s:%s\n", paint(cs, cg.Severity(v.Status), status), rest)
+	fmt.Fprintf(ios.Out, "%s:%s\n", paint(cs, health.Severity(v.Status), status), rest)
 	if len(v.Findings) == 0 {
 		return nil
 	}
@@ -321,7 +322,7 @@ func renderText(o *Options, v Report) error {
 		if f.Hint != "" {
 			msg += "; " + f.Hint
 		}
-		t.AddRow(paint(cs, cg.Severity(f.Severity), strings.ToUpper(f.Severity)), f.Code, where(cs, f), msg)
+		t.AddRow(paint(cs, health.Severity(f.Severity), strings.ToUpper(f.Severity)), f.Code, where(cs, f), msg)
 	}
 	return t.Render()
 }
@@ -340,13 +341,13 @@ func where(cs *render.ColorScheme, f Finding) string {
 	return "server"
 }
 
-func paint(cs *render.ColorScheme, s cg.Severity, text string) string {
+func paint(cs *render.ColorScheme, s health.Severity, text string) string {
 	switch s {
-	case cg.SeverityOK:
+	case health.SeverityOK:
 		return cs.Green(text)
-	case cg.SeverityWarning:
+	case health.SeverityWarning:
 		return cs.Yellow(text)
-	case cg.SeverityCritical:
+	case health.SeverityCritical:
 		return cs.Red(text)
 	}
 	return cs.Bold(text)

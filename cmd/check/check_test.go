@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -150,7 +151,7 @@ func (e *env) publishTo(prefix string, p, n int) {
 	e.t.Helper()
 	for i := 0; ; i++ {
 		key := fmt.Sprintf("k%d", i)
-		if cg.PartitionOfKey(key, n) != p {
+		if partition.PartitionOfKey(key, n) != p {
 			continue
 		}
 		if _, err := e.js.Publish(context.Background(), prefix+"."+key, nil); err != nil {

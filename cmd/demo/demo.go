@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -28,8 +30,6 @@ import (
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/internal/traffic"
 	"github.com/cg-dev/cg/pkg/cg"
-	"github.com/cg-dev/cg/pkg/cg/health"
-	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // The walkthroughs' names, as the seed article types them.
@@ -259,7 +259,7 @@ type Rebalance struct {
 	// Change is the change as `cg elastic` types it: "add m1 m2".
 	Change string `json:"change"`
 	// Moves are the partitions that changed owner ("" for none).
-	Moves []cg.Move `json:"moves"`
+	Moves []partition.Move `json:"moves"`
 	// Measured: every latency below that could be seen was seen.
 	Measured bool `json:"measured"`
 	// LatencyMS is the change's total: the slowest of Members (an add) or
@@ -855,7 +855,7 @@ func (d *demo) teardown() {
 }
 
 // pinnedCell names the instance holding a member's pin, as status shows it.
-func (d *demo) pinnedCell(ms cg.MemberStatus) string {
+func (d *demo) pinnedCell(ms health.MemberStatus) string {
 	if !ms.Pinned {
 		return "-"
 	}

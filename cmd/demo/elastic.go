@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/internal/render"
@@ -46,7 +47,7 @@ func (d *elasticWalk) setup(ctx context.Context) error {
 		why = append(why, fmt.Sprintf("  %s -> %s", t.Source, t.Destination))
 	}
 	why = append(why,
-		fmt.Sprintf("so orders.%s is stored there as %d.orders.%s. Members consume from that stream and ack", k, cg.PartitionOfKey(k, partitions), k),
+		fmt.Sprintf("so orders.%s is stored there as %d.orders.%s. Members consume from that stream and ack", k, partition.PartitionOfKey(k, partitions), k),
 		"what they finish; it keeps only what is not handled yet.",
 		"(cg elastic create ORDERS fulfillment 10 --filter '"+elasticFilter.String()+"')")
 	d.step(fmt.Sprintf("Created elastic group %s over %d partitions, hashing the customer (wildcard 1 of %s), with no members yet",
@@ -144,7 +145,7 @@ func (d *elasticWalk) change(ctx context.Context, drop bool, members []string) (
 	}
 	r.Moves = mc.Moves
 	if r.Moves == nil {
-		r.Moves = []cg.Move{}
+		r.Moves = []partition.Move{}
 	}
 	d.logf("configuration revision %d: members %s; %s", mc.Revision, d.memberList(mc.Config.MemberNames()), d.movesText(mc.Moves))
 
@@ -245,7 +246,7 @@ func (d *elasticWalk) timeAdd(ctx context.Context, r *Rebalance, mc cg.Membershi
 func (d *elasticWalk) trafficPartitions() map[int]int {
 	out := map[int]int{}
 	for _, k := range d.keys {
-		out[cg.PartitionOfKey(k, partitions)]++
+		out[partition.PartitionOfKey(k, partitions)]++
 	}
 	return out
 }
@@ -272,7 +273,7 @@ func (d *elasticWalk) memberList(ms []string) string {
 }
 
 // movesText groups moves by old and new owner: "0-4 none -> m1, 5-9 none -> m2".
-func (d *elasticWalk) movesText(moves []cg.Move) string {
+func (d *elasticWalk) movesText(moves []partition.Move) string {
 	if len(moves) == 0 {
 		return "no partition moves"
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/render"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // transform stamps the static walkthrough's stream with the partition.
@@ -26,7 +27,7 @@ func (d *staticWalk) setup(ctx context.Context) error {
 	k := d.keys[0]
 	d.step(fmt.Sprintf("Created stream %s on %s, stamped by the transform %s", streamName, subjects, transform),
 		"Every subject gets its partition prepended, an FNV-1a hash of the customer token mod 10,",
-		fmt.Sprintf("so all of one customer's orders land in one partition: orders.%s -> %d.orders.%s.", k, cg.PartitionOfKey(k, partitions), k),
+		fmt.Sprintf("so all of one customer's orders land in one partition: orders.%s -> %d.orders.%s.", k, partition.PartitionOfKey(k, partitions), k),
 		"(nats stream add ORDERS --subjects 'orders.*' --transform-source 'orders.*' --transform-destination '"+transform+"')")
 
 	// The static group, through the engine as `cg static create` does.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -203,7 +204,7 @@ type moveRun struct {
 }
 
 // moveRuns groups moves by (from, to), in order of first partition.
-func moveRuns(moves []cg.Move) []moveRun {
+func moveRuns(moves []partition.Move) []moveRun {
 	var runs []moveRun
 	index := map[[2]string]int{}
 	for _, mv := range moves {

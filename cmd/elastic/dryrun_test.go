@@ -7,6 +7,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd/elastic"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 func (e *env) revision(stream, group string) uint64 {
@@ -41,8 +42,8 @@ func TestDryRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Out), &plan); err != nil {
 		t.Fatalf("add --dry-run --json: %v: %q", err, r.Out)
 	}
-	want := cg.Moves(cg.BalancedAssignment([]string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"}, 256),
-		cg.BalancedAssignment([]string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"}, 256))
+	want := partition.Moves(partition.BalancedAssignment([]string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"}, 256),
+		partition.BalancedAssignment([]string{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"}, 256))
 	if plan.Moved != len(want) || len(plan.Moves) != len(want) || plan.Minimum != 28 || len(plan.Config.Members) != 9 {
 		t.Fatalf("plan moved %d minimum %d members %v", plan.Moved, plan.Minimum, plan.Config.Members)
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -314,7 +316,7 @@ func TestAddDrop(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Out), &mc); err != nil {
 		t.Fatalf("add --json: %v: %q", err, r.Out)
 	}
-	wantMoves := cg.Moves(cg.BalancedAssignment([]string{"m1", "m2"}, 10), cg.BalancedAssignment([]string{"m1", "m2", "m3"}, 10))
+	wantMoves := partition.Moves(partition.BalancedAssignment([]string{"m1", "m2"}, 10), partition.BalancedAssignment([]string{"m1", "m2", "m3"}, 10))
 	if !slices.Equal(mc.Changed, []string{"m3"}) || !slices.Equal(mc.Unchanged, []string{"m2"}) || !slices.Equal(mc.Moves, wantMoves) ||
 		!slices.Equal(mc.Config.Members, []string{"m1", "m2", "m3"}) || mc.Revision == 0 || len(mc.Moves) == 0 {
 		t.Fatalf("add --json: %+v (want moves %+v)", mc, wantMoves)
@@ -343,7 +345,7 @@ func TestAddDrop(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Out), &mc); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(mc.Changed, []string{"m1"}) || mc.Unchanged == nil || len(mc.Moves) != 5 || mc.Moves[0] != (cg.Move{Partition: 0, From: "m1", To: "m2"}) {
+	if !slices.Equal(mc.Changed, []string{"m1"}) || mc.Unchanged == nil || len(mc.Moves) != 5 || mc.Moves[0] != (partition.Move{Partition: 0, From: "m1", To: "m2"}) {
 		t.Fatalf("drop --json: %+v", mc)
 	}
 	r = e.mustRun("elastic", "drop", "ORDERS", "g", "m2")
@@ -482,7 +484,7 @@ func TestInfoShowsBacklogAndSourcingLag(t *testing.T) {
 	subjects := e.publish(97, keys...)
 	want := make([]uint64, 10)
 	for _, s := range subjects {
-		p, err := cg.PartitionOfSubject(s, "orders.*", 10, []int{1})
+		p, err := partition.PartitionOfSubject(s, "orders.*", 10, []int{1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,11 +492,11 @@ func TestInfoShowsBacklogAndSourcingLag(t *testing.T) {
 	}
 
 	var gi struct {
-		Kind        string            `json:"kind"`
-		WorkStream  string            `json:"work_stream"`
-		Backlog     []uint64          `json:"backlog"`
-		SourcingLag *uint64           `json:"sourcing_lag"`
-		Members     []cg.MemberStatus `json:"members"`
+		Kind        string                `json:"kind"`
+		WorkStream  string                `json:"work_stream"`
+		Backlog     []uint64              `json:"backlog"`
+		SourcingLag *uint64               `json:"sourcing_lag"`
+		Members     []health.MemberStatus `json:"members"`
 	}
 	natstest.Eventually(t, 20*time.Second, "the backlog to match the published subjects", func() bool {
 		r := e.run("elastic", "info", "ORDERS", "g", "--json")
@@ -634,7 +636,7 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 	subjects := e.publish(60, keys...)
 	var mine []string
 	for _, s := range subjects {
-		if p, _ := cg.PartitionOfSubject(s, "orders.*", 10, []int{1}); p < 5 {
+		if p, _ := partition.PartitionOfSubject(s, "orders.*", 10, []int{1}); p < 5 {
 			mine = append(mine, s)
 		}
 	}
@@ -656,7 +658,7 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 			if p > 4 {
 				t.Errorf("m1 got partition %d (%s)", p, s)
 			}
-			if want, _ := cg.PartitionOfSubject(s, "orders.*", 10, []int{1}); !strings.HasPrefix(s, "orders.") || want != p {
+			if want, _ := partition.PartitionOfSubject(s, "orders.*", 10, []int{1}); !strings.HasPrefix(s, "orders.") || want != p {
 				t.Errorf("subject %q (partition %d) not stripped or in the wrong partition", s, p)
 			}
 			if l["acked"] != true {
@@ -675,7 +677,7 @@ func TestConsumeGetsExactlyItsPartitions(t *testing.T) {
 	}
 	// What is left in the work stream is exactly m2's share.
 	natstest.Eventually(t, 20*time.Second, "m1's backlog drained", func() bool {
-		gi, err := cg.New(e.js).ElasticInfo(context.Background(), "ORDERS", "g")
+		gi, err := cg.New(e.js).Info(context.Background(), cg.KindElastic, "ORDERS", "g")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -712,8 +714,8 @@ func TestConsumeFollowsMembershipLive(t *testing.T) {
 	})
 	r := e.mustRun("elastic", "info", "ORDERS", "g", "--json")
 	var gi struct {
-		Members []cg.MemberStatus `json:"members"`
-		Backlog []uint64          `json:"backlog"`
+		Members []health.MemberStatus `json:"members"`
+		Backlog []uint64              `json:"backlog"`
 	}
 	if err := json.Unmarshal([]byte(r.Out), &gi); err != nil {
 		t.Fatal(err)

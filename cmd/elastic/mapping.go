@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -16,7 +17,7 @@ import (
 type CreateMappingOptions struct {
 	F             *factory.Factory
 	Stream, Group string
-	Mappings      []cg.MemberMapping
+	Mappings      []partition.MemberMapping
 	// DryRun computes the change and writes nothing.
 	DryRun bool
 }

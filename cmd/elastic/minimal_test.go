@@ -8,6 +8,7 @@ import (
 
 	"github.com/cg-dev/cg/cmd/elastic"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 func TestMinimal(t *testing.T) {
@@ -64,7 +65,7 @@ func TestMinimal(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got := cg.MappedAssignment(cfg.MemberMappings, 256); !slices.Equal(got.Owner, cg.MappedAssignment(plan.Config.MemberMappings, 256).Owner) {
+	if got := partition.MappedAssignment(cfg.MemberMappings, 256); !slices.Equal(got.Owner, partition.MappedAssignment(plan.Config.MemberMappings, 256).Owner) {
 		t.Fatal("stored mappings differ from the dry run's")
 	}
 

@@ -6,7 +6,10 @@ package elastic
 // and order cg.MembershipChange and cg.Move had when these commands
 // marshalled them directly (the golden JSON tests hold the bytes).
 
-import "github.com/cg-dev/cg/pkg/cg"
+import (
+	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
+)
 
 // ChangeView is a membership change in --json.
 type ChangeView struct {
@@ -37,7 +40,7 @@ func jsonChange(mc cg.MembershipChange) ChangeView {
 }
 
 // moveViews converts moves for --json; nil stays nil.
-func moveViews(ms []cg.Move) []MoveView {
+func moveViews(ms []partition.Move) []MoveView {
 	if ms == nil {
 		return nil
 	}
@@ -56,7 +59,7 @@ func withEmptyLists(mc cg.MembershipChange) cg.MembershipChange {
 		}
 	}
 	if mc.Moves == nil {
-		mc.Moves = []cg.Move{}
+		mc.Moves = []partition.Move{}
 	}
 	if mc.Config.PartitioningFilters == nil {
 		mc.Config.PartitioningFilters = []cg.PartitioningFilter{}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/pflag"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -68,7 +69,7 @@ func (d *DynamicFlags) joinErr(err error) error {
 // dynamicLine is info's word on dynamic membership: the members that
 // added themselves and those with liveness records, with when each was
 // last seen; "" when the group has none.
-func dynamicLine(cs *render.ColorScheme, gi cg.GroupInfo, now time.Time) string {
+func dynamicLine(cs *render.ColorScheme, gi health.GroupInfo, now time.Time) string {
 	var parts []string
 	for _, ms := range gi.Members {
 		if !ms.Dynamic && ms.LastSeen.IsZero() {

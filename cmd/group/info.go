@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -133,20 +134,20 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 
 // renderPartitionConsumers lists a partition-layout group's consumers:
 // which member owns each partition and which instance (pin id) holds it.
-func renderPartitionConsumers(w io.Writer, cs *render.ColorScheme, members []cg.MemberStatus, now time.Time) error {
+func renderPartitionConsumers(w io.Writer, cs *render.ColorScheme, members []health.MemberStatus, now time.Time) error {
 	t := render.NewTable(w, "PARTITION", "CONSUMER", "OWNER", "PINNED", "WAITING", "PENDING", "ACK PENDING")
-	var rows []cg.PartitionConsumer
+	var rows []health.PartitionConsumer
 	for _, ms := range members {
 		rows = append(rows, ms.PartitionConsumers...)
 	}
-	slices.SortFunc(rows, func(a, b cg.PartitionConsumer) int { return a.Partition - b.Partition })
+	slices.SortFunc(rows, func(a, b health.PartitionConsumer) int { return a.Partition - b.Partition })
 	for _, pc := range rows {
 		pin := "-"
 		switch {
 		case !pc.Exists:
 			pin = cs.Yellow("no consumer yet")
 		case pc.Pinned:
-			pin = pinned(cg.MemberStatus{Pinned: true, PinID: pc.PinID, PinnedSince: pc.PinnedSince}, now)
+			pin = pinned(health.MemberStatus{Pinned: true, PinID: pc.PinID, PinnedSince: pc.PinnedSince}, now)
 		}
 		t.AddRow(strconv.Itoa(pc.Partition), pc.Consumer, cs.Member(pc.Owner), pin, strconv.Itoa(pc.Waiting),
 			strconv.FormatUint(pc.Pending, 10), strconv.Itoa(pc.AckPending))
@@ -156,7 +157,7 @@ func renderPartitionConsumers(w io.Writer, cs *render.ColorScheme, members []cg.
 
 // infoFilters are the group's filters; an elastic group's in the
 // create --filter syntax, so the hashed wildcards show.
-func infoFilters(gi cg.GroupInfo) []string {
+func infoFilters(gi health.GroupInfo) []string {
 	ec, ok := gi.Config.(cg.ElasticConfig)
 	if !ok {
 		return gi.Filters
@@ -173,7 +174,7 @@ func infoFilters(gi cg.GroupInfo) []string {
 
 // backlogLine is the work stream's total backlog and each non-empty
 // partition's share, in its owner's color.
-func backlogLine(cs *render.ColorScheme, gi cg.GroupInfo) string {
+func backlogLine(cs *render.ColorScheme, gi health.GroupInfo) string {
 	var total uint64
 	var parts []string
 	for p, n := range gi.Backlog {
@@ -197,7 +198,7 @@ func backlogLine(cs *render.ColorScheme, gi cg.GroupInfo) string {
 
 // partitionMap prints each partition number in its owner's color, so
 // ownership is visible at a glance; without color the table says it.
-func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
+func partitionMap(cs *render.ColorScheme, gi health.GroupInfo) string {
 	if len(gi.Members) == 0 {
 		return cs.Yellow("none: the group has no members")
 	}
@@ -225,7 +226,7 @@ func partitionMap(cs *render.ColorScheme, gi cg.GroupInfo) string {
 // status words a member's state. An elastic member's consumer goes away
 // by inactivity once its instances stop, so its absence means no instance
 // is running, not that none ever ran.
-func status(cs *render.ColorScheme, ms cg.MemberStatus, elastic bool) string {
+func status(cs *render.ColorScheme, ms health.MemberStatus, elastic bool) string {
 	switch {
 	case ms.Unusable != "":
 		// A reference-made group may name a member the server cannot
@@ -242,7 +243,7 @@ func status(cs *render.ColorScheme, ms cg.MemberStatus, elastic bool) string {
 	}
 }
 
-func pinned(ms cg.MemberStatus, now time.Time) string {
+func pinned(ms health.MemberStatus, now time.Time) string {
 	if !ms.Pinned {
 		return "-"
 	}
@@ -255,7 +256,7 @@ func pinned(ms cg.MemberStatus, now time.Time) string {
 
 // lagCells are a member's LAG and OLDEST cells: its unacked messages and
 // how long the oldest has waited ("?" when unknown).
-func lagCells(l *cg.Lag) []string {
+func lagCells(l *health.Lag) []string {
 	if l == nil {
 		return []string{"?", "?"}
 	}
@@ -264,7 +265,7 @@ func lagCells(l *cg.Lag) []string {
 
 // Age is how long a lag's oldest message has waited: "-" when nothing is
 // pending, "?" when the oldest could not be read.
-func Age(l cg.Lag) string {
+func Age(l health.Lag) string {
 	switch {
 	case l.Pending == 0:
 		return "-"
@@ -290,9 +291,9 @@ func FormatAge(d time.Duration) string {
 
 // lagLine sums up the group's lag: unacked messages, the oldest wait, and
 // each partition with something pending, in its owner's color.
-func lagLine(cs *render.ColorScheme, gi cg.GroupInfo) string {
+func lagLine(cs *render.ColorScheme, gi health.GroupInfo) string {
 	var total uint64
-	var oldest *cg.PartitionLag
+	var oldest *health.PartitionLag
 	var parts []string
 	unknown := 0
 	for i, pl := range gi.PartitionLag {

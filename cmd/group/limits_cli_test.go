@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -120,14 +121,14 @@ func TestCLIMemberNamedGreaterThan(t *testing.T) {
 	if r := e.run("static", "watch", "ORDERS", "cg", "--count", "1", "--json"); r.Code != 0 || !strings.Contains(r.Out, "can never run") {
 		t.Fatalf("watch: exit %d, out %.300q, err %q", r.Code, r.Out, r.Err)
 	}
-	var ms cg.MemberStatus
+	var ms health.MemberStatus
 	if r := e.run("static", "member-info", "ORDERS", "cg", ">", "--json"); r.Code != 0 || json.Unmarshal([]byte(r.Out), &ms) != nil || ms.Unusable == "" {
 		t.Fatalf("member-info: exit %d, out %q, err %q", r.Code, r.Out, r.Err)
 	}
 	if r := e.run("static", "ls", "ORDERS"); r.Code != 0 || !strings.Contains(r.Out, "cg") {
 		t.Fatalf("ls: exit %d, out %q, err %q", r.Code, r.Out, r.Err)
 	}
-	if r := e.run("check", "ORDERS", "cg", "--json"); !strings.Contains(r.Out, cg.CodeMemberUnusable) || strings.Contains(r.Out, cg.CodeCheckFailed) {
+	if r := e.run("check", "ORDERS", "cg", "--json"); !strings.Contains(r.Out, health.CodeMemberUnusable) || strings.Contains(r.Out, health.CodeCheckFailed) {
 		t.Fatalf("check: exit %d, out %q, err %q", r.Code, r.Out, r.Err)
 	}
 	r := e.run("static", "consume", "ORDERS", "cg", ">")
@@ -141,7 +142,7 @@ func TestCLIMemberNamedGreaterThan(t *testing.T) {
 	m1 := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "cg", "m1")
 	c := cg.New(e.js)
 	natstest.Eventually(t, 20*time.Second, "member m1 pulling", func() bool {
-		ms, err := c.StaticMemberInfo(context.Background(), "ORDERS", "cg", "m1")
+		ms, err := c.MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "cg", "m1")
 		return err == nil && ms.Active
 	})
 	if code := m1.Stop(t); code != 0 {

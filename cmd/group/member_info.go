@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/factory"
@@ -76,7 +77,7 @@ func memberInfoRun(ctx context.Context, o *MemberOptions) error {
 	}
 	if len(ms.PartitionConsumers) > 0 {
 		fmt.Fprintln(ios.Out)
-		return renderPartitionConsumers(ios.Out, cs, []cg.MemberStatus{ms}, time.Now())
+		return renderPartitionConsumers(ios.Out, cs, []health.MemberStatus{ms}, time.Now())
 	}
 	return nil
 }

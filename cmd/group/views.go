@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // GroupInfoView is info --json: a group's configuration and the state of
@@ -18,7 +19,7 @@ type GroupInfoView struct {
 	Kind         string             `json:"kind"`
 	Stream       string             `json:"stream"`
 	Group        string             `json:"group"`
-	Config       cg.GroupConfig     `json:"config"`           // the stored configuration, in its on-server form
+	Config       health.GroupConfig `json:"config"`           // the stored configuration, in its on-server form
 	Layout       string             `json:"layout,omitempty"` // "partition" (one consumer per partition); absent: member
 	Partitions   int                `json:"partitions"`
 	Mode         string             `json:"mode"`
@@ -107,7 +108,7 @@ type PartitionLagView struct {
 }
 
 // groupInfoView converts the engine's GroupInfo for info --json.
-func groupInfoView(gi cg.GroupInfo) GroupInfoView {
+func groupInfoView(gi health.GroupInfo) GroupInfoView {
 	v := GroupInfoView{
 		Kind: gi.Kind, Stream: gi.Stream, Group: gi.Group, Config: gi.Config, Layout: gi.Layout,
 		Partitions: gi.Partitions, Mode: gi.Mode, Filters: gi.Filters, Owners: gi.Owners,
@@ -133,7 +134,7 @@ func groupInfoView(gi cg.GroupInfo) GroupInfoView {
 }
 
 // memberStatusView converts the engine's MemberStatus for --json.
-func memberStatusView(ms cg.MemberStatus) MemberStatusView {
+func memberStatusView(ms health.MemberStatus) MemberStatusView {
 	v := MemberStatusView{
 		Member: ms.Member, Partitions: ms.Partitions, Consumer: ms.Consumer,
 		ConsumerExists: ms.ConsumerExists, Active: ms.Active, Pinned: ms.Pinned,
@@ -154,7 +155,7 @@ func memberStatusView(ms cg.MemberStatus) MemberStatusView {
 	return v
 }
 
-func lagView(l cg.Lag) LagView {
+func lagView(l health.Lag) LagView {
 	return LagView{Pending: l.Pending, OldestSeq: l.OldestSeq, Oldest: l.Oldest, AgeSeconds: l.AgeSeconds}
 }
 
@@ -247,7 +248,7 @@ type PinEventView struct {
 }
 
 // snapshotView converts the engine's Snapshot for watch --json.
-func snapshotView(s cg.Snapshot) SnapshotView {
+func snapshotView(s health.Snapshot) SnapshotView {
 	v := SnapshotView{
 		Seq: s.Seq, Time: s.Time, Kind: s.Kind, Stream: s.Stream, Group: s.Group,
 		IntervalSeconds: s.IntervalSeconds, Pending: s.Pending, AckRate: s.AckRate, LagError: s.LagError,

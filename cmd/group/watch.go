@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/spf13/cobra"
 
 	"github.com/cg-dev/cg/internal/cmdutil"
@@ -67,7 +68,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 		return err
 	}
 	ios := o.F.IOStreams
-	sampler := cg.NewSampler()
+	sampler := health.NewSampler()
 	cstream := o.Stream
 	if o.Kind.HasWorkStream() {
 		cstream = o.Kind.WorkStream(o.Stream, o.Group)
@@ -136,7 +137,7 @@ func watchRun(ctx context.Context, o *WatchOptions) error {
 const maxPartitionRows = 20
 
 // renderSnapshot writes one snapshot as text.
-func renderSnapshot(w io.Writer, cs *render.ColorScheme, s cg.Snapshot, every time.Duration) {
+func renderSnapshot(w io.Writer, cs *render.ColorScheme, s health.Snapshot, every time.Duration) {
 	fmt.Fprintf(w, "%s (%s) on %s   sample %d every %s   %s\n", cs.Bold(s.Group), s.Kind, s.Stream, s.Seq, every, s.Time.Local().Format("15:04:05"))
 	line := fmt.Sprintf("Pending %d", s.Pending)
 	if o := oldestOf(s); o != nil {
@@ -146,8 +147,8 @@ func renderSnapshot(w io.Writer, cs *render.ColorScheme, s cg.Snapshot, every ti
 		line += "   acks " + perSecond(*s.AckRate)
 	}
 	var counts []string
-	for _, st := range []cg.PartitionStatus{cg.StatusOK, cg.StatusLagging, cg.StatusStalled, cg.StatusUnowned, cg.StatusUnknown} {
-		if n := s.Statuses[st]; n > 0 || st == cg.StatusOK {
+	for _, st := range []health.PartitionStatus{health.StatusOK, health.StatusLagging, health.StatusStalled, health.StatusUnowned, health.StatusUnknown} {
+		if n := s.Statuses[st]; n > 0 || st == health.StatusOK {
 			counts = append(counts, fmt.Sprintf("%d %s", n, statusWord(cs, st)))
 		}
 	}
@@ -184,7 +185,7 @@ func renderSnapshot(w io.Writer, cs *render.ColorScheme, s cg.Snapshot, every ti
 	hidden := 0
 	if len(rows) > maxPartitionRows {
 		// Worst first, then the biggest backlog; quiet partitions go.
-		slices.SortStableFunc(rows, func(a, b cg.PartitionSnapshot) int {
+		slices.SortStableFunc(rows, func(a, b health.PartitionSnapshot) int {
 			if d := b.Status.Severity() - a.Status.Severity(); d != 0 {
 				return d
 			}
@@ -197,12 +198,12 @@ func renderSnapshot(w io.Writer, cs *render.ColorScheme, s cg.Snapshot, every ti
 			return a.Partition - b.Partition
 		})
 		keep := 0
-		for keep < len(rows) && keep < maxPartitionRows && (rows[keep].Status != cg.StatusOK || rows[keep].Pending > 0) {
+		for keep < len(rows) && keep < maxPartitionRows && (rows[keep].Status != health.StatusOK || rows[keep].Pending > 0) {
 			keep++
 		}
 		hidden = len(rows) - keep
 		rows = rows[:keep]
-		slices.SortFunc(rows, func(a, b cg.PartitionSnapshot) int { return a.Partition - b.Partition })
+		slices.SortFunc(rows, func(a, b health.PartitionSnapshot) int { return a.Partition - b.Partition })
 	}
 	pt := render.NewTable(w, "PARTITION", "OWNER", "STATUS", "PENDING", "RATE", "OLDEST", "WHY")
 	for _, p := range rows {
@@ -263,8 +264,8 @@ func unpinReason(r string) string {
 	return r
 }
 
-func oldestOf(s cg.Snapshot) *cg.PartitionSnapshot {
-	var o *cg.PartitionSnapshot
+func oldestOf(s health.Snapshot) *health.PartitionSnapshot {
+	var o *health.PartitionSnapshot
 	for i, p := range s.Partitions {
 		if p.Known && p.Pending > 0 && !p.Oldest.IsZero() && (o == nil || p.Oldest.Before(o.Oldest)) {
 			o = &s.Partitions[i]
@@ -277,15 +278,17 @@ func perSecond(r float64) string { return fmt.Sprintf("%.1f/s", r) }
 
 // statusWord colors a status: green ok, yellow lagging and unknown, red
 // stalled and unowned.
-func statusWord(cs *render.ColorScheme, s cg.PartitionStatus) string {
+func statusWord(cs *render.ColorScheme, s health.PartitionStatus) string {
 	switch s {
-	case cg.StatusOK:
+	case health.StatusOK:
 		return cs.Green(string(s))
-	case cg.StatusLagging, cg.StatusUnknown:
+	case health.StatusLagging, health.StatusUnknown:
 		return cs.Yellow(string(s))
 	}
 	return cs.Red(string(s))
 }
 
 // encodeSnapshot writes one snapshot as a --json line.
-func encodeSnapshot(js *render.JSONStream, s cg.Snapshot) error { return js.Encode(snapshotView(s)) }
+func encodeSnapshot(js *render.JSONStream, s health.Snapshot) error {
+	return js.Encode(snapshotView(s))
+}

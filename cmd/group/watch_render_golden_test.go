@@ -7,7 +7,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/internal/render"
-	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // TestGoldenWatchFrames: watch's full frame, rendered from fixed snapshots
@@ -29,10 +29,10 @@ func TestGoldenWatchJSON(t *testing.T) {
 	rate, ack := -1.5, 12.25
 	for name, s := range goldenSnapshots() {
 		s.AckRate, s.IntervalSeconds = &ack, 1
-		s.Members = append([]cg.MemberSnapshot(nil), s.Members...)
+		s.Members = append([]health.MemberSnapshot(nil), s.Members...)
 		s.Members[0].AckRate = &ack
-		s.Members[0].Lag = &cg.Lag{Pending: 5, OldestSeq: 1, Oldest: s.Time.Add(-3 * time.Second), AgeSeconds: 3}
-		s.Partitions = append([]cg.PartitionSnapshot(nil), s.Partitions...)
+		s.Members[0].Lag = &health.Lag{Pending: 5, OldestSeq: 1, Oldest: s.Time.Add(-3 * time.Second), AgeSeconds: 3}
+		s.Partitions = append([]health.PartitionSnapshot(nil), s.Partitions...)
 		s.Partitions[1].Rate = &rate
 		var b strings.Builder
 		if err := encodeSnapshot(render.NewJSONStream(&b), s); err != nil {
@@ -45,46 +45,46 @@ func TestGoldenWatchJSON(t *testing.T) {
 // goldenSnapshots are fixed samples: a static group with a stalled, a
 // lagging and an unowned partition, a standby and pin events; an elastic
 // group with a member that has no instance.
-func goldenSnapshots() map[string]cg.Snapshot {
+func goldenSnapshots() map[string]health.Snapshot {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	static := cg.Snapshot{Seq: 4, Time: at, Kind: "static", Stream: "ORDERS", Group: "g", Pending: 9,
-		Statuses: map[cg.PartitionStatus]int{cg.StatusOK: 3, cg.StatusStalled: 1, cg.StatusLagging: 1, cg.StatusUnowned: 1},
-		Members: []cg.MemberSnapshot{
-			{Member: "m1", Partitions: []int{0, 1, 2}, Status: cg.StatusStalled, Live: true, Instances: 2, Standbys: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-90 * time.Second)},
-			{Member: "m2", Partitions: []int{3, 4}, Status: cg.StatusLagging, Live: true, Instances: 1, PinID: "mnopqrstuvwx", PinnedSince: at.Add(-4 * time.Second)},
-			{Member: "m3", Partitions: []int{5}, Status: cg.StatusUnowned},
+	static := health.Snapshot{Seq: 4, Time: at, Kind: "static", Stream: "ORDERS", Group: "g", Pending: 9,
+		Statuses: map[health.PartitionStatus]int{health.StatusOK: 3, health.StatusStalled: 1, health.StatusLagging: 1, health.StatusUnowned: 1},
+		Members: []health.MemberSnapshot{
+			{Member: "m1", Partitions: []int{0, 1, 2}, Status: health.StatusStalled, Live: true, Instances: 2, Standbys: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-90 * time.Second)},
+			{Member: "m2", Partitions: []int{3, 4}, Status: health.StatusLagging, Live: true, Instances: 1, PinID: "mnopqrstuvwx", PinnedSince: at.Add(-4 * time.Second)},
+			{Member: "m3", Partitions: []int{5}, Status: health.StatusUnowned},
 		},
-		Events: []cg.PinEvent{
+		Events: []health.PinEvent{
 			{Time: at.Add(-5 * time.Second), Event: "unpinned", Member: "m2", Reason: "admin"},
 			{Time: at.Add(-4 * time.Second), Event: "pinned", Member: "m2", PinID: "mnopqrstuvwx"},
 		}}
 	for p := range 6 {
-		ps := cg.PartitionSnapshot{Partition: p, Owner: "m1", Status: cg.StatusOK, Known: true}
+		ps := health.PartitionSnapshot{Partition: p, Owner: "m1", Status: health.StatusOK, Known: true}
 		switch p {
 		case 1:
-			ps.Status, ps.Lag = cg.StatusStalled, cg.Lag{Pending: 5, OldestSeq: 1, Oldest: at.Add(-3 * time.Second), AgeSeconds: 3}
+			ps.Status, ps.Lag = health.StatusStalled, health.Lag{Pending: 5, OldestSeq: 1, Oldest: at.Add(-3 * time.Second), AgeSeconds: 3}
 		case 3, 4:
 			ps.Owner = "m2"
 			if p == 4 {
-				ps.Status, ps.Lag = cg.StatusLagging, cg.Lag{Pending: 2, OldestSeq: 9, Oldest: at.Add(-time.Second), AgeSeconds: 1}
+				ps.Status, ps.Lag = health.StatusLagging, health.Lag{Pending: 2, OldestSeq: 9, Oldest: at.Add(-time.Second), AgeSeconds: 1}
 			}
 		case 5:
-			ps.Owner, ps.Status, ps.Lag = "m3", cg.StatusUnowned, cg.Lag{Pending: 2, OldestSeq: 7, Oldest: at.Add(-2 * time.Second), AgeSeconds: 2}
+			ps.Owner, ps.Status, ps.Lag = "m3", health.StatusUnowned, health.Lag{Pending: 2, OldestSeq: 7, Oldest: at.Add(-2 * time.Second), AgeSeconds: 2}
 		}
 		static.Partitions = append(static.Partitions, ps)
 	}
-	elastic := cg.Snapshot{Seq: 1, Time: at, Kind: "elastic", Stream: "EVENTS", Group: "e", Pending: 0,
-		Statuses: map[cg.PartitionStatus]int{cg.StatusOK: 2, cg.StatusUnowned: 2},
-		Members: []cg.MemberSnapshot{
-			{Member: "m1", Partitions: []int{0, 1}, Status: cg.StatusOK, Live: true, Instances: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-time.Hour)},
-			{Member: "m2", Partitions: []int{2, 3}, Status: cg.StatusUnowned},
+	elastic := health.Snapshot{Seq: 1, Time: at, Kind: "elastic", Stream: "EVENTS", Group: "e", Pending: 0,
+		Statuses: map[health.PartitionStatus]int{health.StatusOK: 2, health.StatusUnowned: 2},
+		Members: []health.MemberSnapshot{
+			{Member: "m1", Partitions: []int{0, 1}, Status: health.StatusOK, Live: true, Instances: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-time.Hour)},
+			{Member: "m2", Partitions: []int{2, 3}, Status: health.StatusUnowned},
 		}}
 	for p := range 4 {
-		ps := cg.PartitionSnapshot{Partition: p, Owner: "m1", Status: cg.StatusOK, Known: true}
+		ps := health.PartitionSnapshot{Partition: p, Owner: "m1", Status: health.StatusOK, Known: true}
 		if p >= 2 {
-			ps.Owner, ps.Status = "m2", cg.StatusUnowned
+			ps.Owner, ps.Status = "m2", health.StatusUnowned
 		}
 		elastic.Partitions = append(elastic.Partitions, ps)
 	}
-	return map[string]cg.Snapshot{"static": static, "elastic": elastic}
+	return map[string]health.Snapshot{"static": static, "elastic": elastic}
 }

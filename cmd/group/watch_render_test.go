@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/internal/factory"
@@ -21,20 +22,20 @@ import (
 // newest first in words.
 func TestRenderSnapshotLargeGroupAndEvents(t *testing.T) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := cg.Snapshot{Seq: 3, Time: at, Kind: "static", Stream: "S", Group: "g", Pending: 7,
-		Statuses: map[cg.PartitionStatus]int{cg.StatusOK: 254, cg.StatusStalled: 1, cg.StatusLagging: 1},
-		Members:  []cg.MemberSnapshot{{Member: "m1", Partitions: []int{0, 1, 2}, Status: cg.StatusStalled, Live: true, Instances: 2, Standbys: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-time.Minute)}},
-		Events: []cg.PinEvent{
+	s := health.Snapshot{Seq: 3, Time: at, Kind: "static", Stream: "S", Group: "g", Pending: 7,
+		Statuses: map[health.PartitionStatus]int{health.StatusOK: 254, health.StatusStalled: 1, health.StatusLagging: 1},
+		Members:  []health.MemberSnapshot{{Member: "m1", Partitions: []int{0, 1, 2}, Status: health.StatusStalled, Live: true, Instances: 2, Standbys: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-time.Minute)}},
+		Events: []health.PinEvent{
 			{Time: at.Add(-2 * time.Second), Event: "unpinned", Member: "m1", Reason: "admin"},
 			{Time: at.Add(-time.Second), Event: "pinned", Member: "m1", PinID: "abcdefghijkl"},
 		}}
 	for p := range 256 {
-		ps := cg.PartitionSnapshot{Partition: p, Owner: "m1", Status: cg.StatusOK, Known: true}
+		ps := health.PartitionSnapshot{Partition: p, Owner: "m1", Status: health.StatusOK, Known: true}
 		switch p {
 		case 7:
-			ps.Status, ps.Lag = cg.StatusStalled, cg.Lag{Pending: 5, OldestSeq: 1, Oldest: at.Add(-3 * time.Second), AgeSeconds: 3}
+			ps.Status, ps.Lag = health.StatusStalled, health.Lag{Pending: 5, OldestSeq: 1, Oldest: at.Add(-3 * time.Second), AgeSeconds: 3}
 		case 200:
-			ps.Status, ps.Lag = cg.StatusLagging, cg.Lag{Pending: 2, OldestSeq: 9, Oldest: at.Add(-time.Second), AgeSeconds: 1}
+			ps.Status, ps.Lag = health.StatusLagging, health.Lag{Pending: 2, OldestSeq: 9, Oldest: at.Add(-time.Second), AgeSeconds: 1}
 		}
 		s.Partitions = append(s.Partitions, ps)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -53,7 +55,7 @@ func (e *env) publishPerPartition(n, k int) {
 	keys := make([]string, n)
 	for i, found := 0, 0; found < n; i++ {
 		key := fmt.Sprintf("k%d", i)
-		p, _ := cg.PartitionOfSubject("orders."+key, "orders.*", n, []int{1})
+		p, _ := partition.PartitionOfSubject("orders."+key, "orders.*", n, []int{1})
 		if keys[p] == "" {
 			keys[p], found = key, found+1
 		}
@@ -67,11 +69,11 @@ func (e *env) publishPerPartition(n, k int) {
 	}
 }
 
-func snapshots(t *testing.T, out string) []cg.Snapshot {
+func snapshots(t *testing.T, out string) []health.Snapshot {
 	t.Helper()
-	var snaps []cg.Snapshot
+	var snaps []health.Snapshot
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var s cg.Snapshot
+		var s health.Snapshot
 		if err := json.Unmarshal([]byte(l), &s); err != nil {
 			t.Fatalf("not a JSON snapshot: %q: %v", l, err)
 		}
@@ -118,7 +120,7 @@ func TestWatchStatuses(t *testing.T) {
 	defer func() { close(release); m3.Stop() }()
 	<-inHand
 	natstest.Eventually(t, 20*time.Second, "m1 to catch up", func() bool {
-		ms, err := c.StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := c.MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		return err == nil && ms.Lag != nil && ms.Lag.Pending == 0 && ms.Active
 	})
 
@@ -128,28 +130,28 @@ func TestWatchStatuses(t *testing.T) {
 		t.Fatalf("%d snapshots, last %+v", len(snaps), snaps[len(snaps)-1])
 	}
 	last := snaps[6]
-	var got []cg.PartitionStatus
+	var got []health.PartitionStatus
 	for _, p := range last.Partitions {
 		got = append(got, p.Status)
 	}
-	want := []cg.PartitionStatus{cg.StatusOK, cg.StatusOK, cg.StatusUnowned, cg.StatusUnowned, cg.StatusStalled, cg.StatusStalled}
+	want := []health.PartitionStatus{health.StatusOK, health.StatusOK, health.StatusUnowned, health.StatusUnowned, health.StatusStalled, health.StatusStalled}
 	if !slices.Equal(got, want) {
 		t.Fatalf("partition statuses %v, want %v\n%s", got, want, r.Out)
 	}
-	mem := map[string]cg.MemberSnapshot{}
+	mem := map[string]health.MemberSnapshot{}
 	for _, m := range last.Members {
 		mem[m.Member] = m
 	}
-	if m := mem["m1"]; m.Status != cg.StatusOK || !m.Live || m.Instances < 1 || m.PinID == "" || m.Lag == nil || m.Lag.Pending != 0 || m.AckRate == nil {
+	if m := mem["m1"]; m.Status != health.StatusOK || !m.Live || m.Instances < 1 || m.PinID == "" || m.Lag == nil || m.Lag.Pending != 0 || m.AckRate == nil {
 		t.Errorf("m1: %+v", m)
 	}
-	if m := mem["m2"]; m.Status != cg.StatusUnowned || m.Live || m.Lag == nil || m.Lag.Pending != 6 {
+	if m := mem["m2"]; m.Status != health.StatusUnowned || m.Live || m.Lag == nil || m.Lag.Pending != 6 {
 		t.Errorf("m2 (never started, 6 waiting): %+v lag %+v", m, m.Lag)
 	}
-	if m := mem["m3"]; m.Status != cg.StatusStalled || !m.Live || m.Lag == nil || m.Lag.Pending != 6 || m.Lag.AgeSeconds <= 0 {
+	if m := mem["m3"]; m.Status != health.StatusStalled || !m.Live || m.Lag == nil || m.Lag.Pending != 6 || m.Lag.AgeSeconds <= 0 {
 		t.Errorf("m3 (hung on its first message): %+v lag %+v", m, m.Lag)
 	}
-	if last.Pending != 12 || last.Statuses[cg.StatusStalled] != 2 {
+	if last.Pending != 12 || last.Statuses[health.StatusStalled] != 2 {
 		t.Errorf("pending %d statuses %v", last.Pending, last.Statuses)
 	}
 
@@ -191,7 +193,7 @@ func TestWatchShowsPinEventsAfterStepDown(t *testing.T) {
 	natstest.Eventually(t, 20*time.Second, "a first snapshot", func() bool { return strings.Contains(w.Out.String(), "\n") })
 	e.mustRun("static", "step-down", "ORDERS", "g", "m1")
 	e.publishPerPartition(2, 1)
-	var events []cg.PinEvent
+	var events []health.PinEvent
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("DEBUG events %+v\nm1 out:\n%s\nm1 err:\n%s\nwatch err:\n%s", events, m1.Out.String(), m1.Err.String(), w.Err.String())
@@ -214,7 +216,7 @@ func TestWatchShowsPinEventsAfterStepDown(t *testing.T) {
 
 // unpinThenPin finds the last admin unpin in events and the first pin
 // after it (a loaded machine may show more pin events around them).
-func unpinThenPin(events []cg.PinEvent) (un, pin cg.PinEvent, ok bool) {
+func unpinThenPin(events []health.PinEvent) (un, pin health.PinEvent, ok bool) {
 	for i := len(events) - 1; i >= 0; i-- {
 		if events[i].Event != "unpinned" || events[i].Reason != "admin" {
 			continue
@@ -224,9 +226,9 @@ func unpinThenPin(events []cg.PinEvent) (un, pin cg.PinEvent, ok bool) {
 				return events[i], e, true
 			}
 		}
-		return cg.PinEvent{}, cg.PinEvent{}, false
+		return health.PinEvent{}, health.PinEvent{}, false
 	}
-	return cg.PinEvent{}, cg.PinEvent{}, false
+	return health.PinEvent{}, health.PinEvent{}, false
 }
 
 // TestWatchElasticAndUsage: the verb is mounted for elastic groups too,
@@ -238,7 +240,7 @@ func TestWatchElasticAndUsage(t *testing.T) {
 	e.mustRun("elastic", "add", "ORDERS", "g", "m1")
 	r := e.mustRun("elastic", "watch", "ORDERS", "g", "--json", "--interval", "50ms", "--count", "2")
 	snaps := snapshots(t, r.Out)
-	if len(snaps) != 2 || snaps[1].Kind != "elastic" || snaps[1].Statuses[cg.StatusUnowned] != 4 || len(snaps[1].Members) != 1 {
+	if len(snaps) != 2 || snaps[1].Kind != "elastic" || snaps[1].Statuses[health.StatusUnowned] != 4 || len(snaps[1].Members) != 1 {
 		t.Fatalf("elastic watch: %s", r.Out)
 	}
 	for _, args := range [][]string{

@@ -12,8 +12,8 @@ import (
 	"github.com/cg-dev/cg/cmd"
 	"github.com/cg-dev/cg/cmd/partition"
 	"github.com/cg-dev/cg/internal/clitest"
-	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
+	pmath "github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // offline points at a port nothing listens on: the forms without a group
@@ -39,16 +39,16 @@ func decode(t *testing.T, r clitest.Result) partition.Output {
 
 func TestSubjectAndKeyForms(t *testing.T) {
 	r := run(t, offline, "partition", "orders.alice", "--partitions", "10", "--filter", "orders.*:1")
-	want := cg.PartitionOfKey("alice", 10)
+	want := pmath.PartitionOfKey("alice", 10)
 	if r.Code != 0 || r.Err != "" || !strings.Contains(r.Out, `Key:       "alice"`) ||
-		!strings.Contains(r.Out, fmt.Sprintf("Hash:      0x%08x (FNV-1a)", cg.Hash("alice"))) ||
+		!strings.Contains(r.Out, fmt.Sprintf("Hash:      0x%08x (FNV-1a)", pmath.Hash("alice"))) ||
 		!strings.Contains(r.Out, fmt.Sprintf("Partition: %d of 10", want)) || strings.Contains(r.Out, "Owner") {
 		t.Fatalf("subject form: %d out %q err %q", r.Code, r.Out, r.Err)
 	}
 
 	// No filter hashes the whole subject, as {{partition(N)}}.
 	out := decode(t, run(t, offline, "partition", "orders.alice", "--partitions", "7", "--json"))
-	if out.Key != "orders.alice" || out.Partition != cg.PartitionOfKey("orders.alice", 7) || out.Hash != fmt.Sprintf("%08x", cg.Hash("orders.alice")) {
+	if out.Key != "orders.alice" || out.Partition != pmath.PartitionOfKey("orders.alice", 7) || out.Hash != fmt.Sprintf("%08x", pmath.Hash("orders.alice")) {
 		t.Fatalf("whole subject: %+v", out)
 	}
 
@@ -141,7 +141,7 @@ func (e *env) mustRun(args ...string) clitest.Result {
 func TestStaticGroup(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("static", "create", "balanced", "ORDERS", "g", "10", "m1", "m2", "m3")
-	a := cg.BalancedAssignment([]string{"m1", "m2", "m3"}, 10)
+	a := pmath.BalancedAssignment([]string{"m1", "m2", "m3"}, 10)
 	ctx := context.Background()
 	for _, key := range []string{"alice", "bob", "carol", "dave"} {
 		// The server's own transform says where the message went.
@@ -154,7 +154,7 @@ func TestStaticGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, p := cg.StripPartition(msg.Subject)
+		_, p := pmath.StripPartition(msg.Subject)
 
 		out := decode(t, run(t, e.env, "partition", "orders."+key, "--stream", "ORDERS", "--group", "g", "--json"))
 		if out.Partition != p || out.Partitions != 10 || out.Owner != a.Owner[p] || out.Kind != "static" || out.Filter != "orders.*:1" || out.Key != key {
@@ -162,7 +162,7 @@ func TestStaticGroup(t *testing.T) {
 		}
 	}
 	r := e.mustRun("partition", "--key", "alice", "--stream", "ORDERS", "--group", "g")
-	p := cg.PartitionOfKey("alice", 10)
+	p := pmath.PartitionOfKey("alice", 10)
 	if !strings.Contains(r.Out, fmt.Sprintf("Partition: %d of 10", p)) || !strings.Contains(r.Out, "Owner:     "+a.Owner[p]+" in static group g on ORDERS") {
 		t.Fatalf("key with group: %q", r.Out)
 	}
@@ -182,7 +182,7 @@ func TestElasticGroup(t *testing.T) {
 	e.mustRun("elastic", "create", "EVENTS", "g", "12", "--filter", "events.*.*:2")
 	// No members yet: the partition is unowned.
 	r := e.mustRun("partition", "events.eu.alice", "--stream", "EVENTS", "--group", "g", "--elastic")
-	p := cg.PartitionOfKey("alice", 12)
+	p := pmath.PartitionOfKey("alice", 12)
 	if !strings.Contains(r.Out, fmt.Sprintf("Partition: %d of 12", p)) || !strings.Contains(r.Out, "Owner:     none") {
 		t.Fatalf("unowned: %q", r.Out)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/cmd"
@@ -151,7 +153,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	// m1's share of the traffic, by the math.
 	want := 0
 	for i := 0; i < 40; i++ {
-		p := cg.PartitionOfKey([]string{"alice", "bob", "carol", "dave", "erin", "frank"}[i%6], 10)
+		p := partition.PartitionOfKey([]string{"alice", "bob", "carol", "dave", "erin", "frank"}[i%6], 10)
 		if p < 5 {
 			want++
 		}
@@ -192,7 +194,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	a := clitest.Start(cmd.Run, e.env, "static", "consume", "ORDERS", "g", "m2", "--sleep", "0s", "--json")
 	natstest.Eventually(t, 20*time.Second, "m2 pinned", func() bool { return strings.Contains(a.Out.String(), `"event":"pinned"`) })
 	var gi struct {
-		Members []cg.MemberStatus `json:"members"`
+		Members []health.MemberStatus `json:"members"`
 	}
 	// m2 may still be working through its backlog: poll until it drains.
 	natstest.Eventually(t, 20*time.Second, "m2's backlog drained", func() bool {
@@ -216,7 +218,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	}
 	e.publish(12, "alice", "bob", "carol", "dave", "erin", "frank")
 	natstest.Eventually(t, 20*time.Second, "a new pin for m2", func() bool {
-		ms, err := cg.New(e.js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m2")
+		ms, err := cg.New(e.js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m2")
 		return err == nil && ms.Pinned && ms.PinID != firstPin
 	})
 	r = e.run("static", "step-down", "ORDERS", "g", "m3")
@@ -227,7 +229,7 @@ func TestConsumeInfoStepDownDelete(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Out, `"consumer": "g-m1"`) {
 		t.Fatalf("member-info: %d %q", r.Code, r.Out)
 	}
-	var ms cg.MemberStatus
+	var ms health.MemberStatus
 	if err := json.Unmarshal([]byte(r.Out), &ms); err != nil || ms.Lag == nil {
 		t.Fatalf("member-info --json lag: %v %q", err, r.Out)
 	}

@@ -47,7 +47,7 @@ const (
 	SystemElastic = "elastic"
 )
 
-// Scenario is one cell of the matrix. A new dimension (issue 11's
+// Scenario is one cell of the matrix. A new dimension (such as
 // concurrency) is one more field here and in Name.
 type Scenario struct {
 	System     string        `json:"system"`

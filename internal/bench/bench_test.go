@@ -61,7 +61,7 @@ func startReference(ctx context.Context, connect func() (jetstream.JetStream, er
 	return stop, nil
 }
 
-// matrix is issue 11's: 20000 messages over 1000 keys, 8 partitions, 1, 2
+// matrix is the comparison's: 20000 messages over 1000 keys, 8 partitions, 1, 2
 // and 8 members, handler 0 and 1 ms, max ack pending 1 (-short: 2000
 // messages over 100 keys), published before the consumers start so that
 // the rates are the consumers' alone.
@@ -112,7 +112,7 @@ func BenchmarkCompare(b *testing.B) {
 	}
 }
 
-// BenchmarkCompareConcurrent is issue 11's targets: cg members with
+// BenchmarkCompareConcurrent compares cg members with
 // concurrency 8 and 32 (per-key order kept) against the reference, which
 // is serial, in the same members × handler settings, back to back.
 func BenchmarkCompareConcurrent(b *testing.B) {
@@ -136,7 +136,7 @@ func BenchmarkCompareConcurrent(b *testing.B) {
 	}
 }
 
-// BenchmarkElastic is issue 11's elastic measurement: an elastic group's
+// BenchmarkElastic measures an elastic group's
 // preload-to-handled rate (its work stream sourcing the stream through the
 // partitioning transforms while members consume), serial and concurrent,
 // beside the server's sourcing ceiling in the same run: how fast the work

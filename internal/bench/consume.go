@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // SystemCLI is cg's consume command, `cg static consume <stream> <group>
@@ -142,7 +143,7 @@ func shares(cfg cg.StaticConfig, sc Scenario) map[string]int {
 		if i < sc.Messages%sc.Keys {
 			n++
 		}
-		out[owner[cg.PartitionOfKey(k, sc.Partitions)]] += n
+		out[owner[partition.PartitionOfKey(k, sc.Partitions)]] += n
 	}
 	return out
 }

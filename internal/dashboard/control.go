@@ -15,6 +15,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/hints"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // ControlRequest is the JSON body of the control endpoints.
@@ -243,7 +244,7 @@ func (s *Server) mappingCreate(ctx context.Context, req ControlRequest) (Control
 		}
 		owners[p] = req.Member
 	}
-	var mms []cg.MemberMapping
+	var mms []partition.MemberMapping
 	idx := map[string]int{}
 	for p, o := range owners {
 		if o == "" {
@@ -253,7 +254,7 @@ func (s *Server) mappingCreate(ctx context.Context, req ControlRequest) (Control
 		if !ok {
 			i = len(mms)
 			idx[o] = i
-			mms = append(mms, cg.MemberMapping{Member: o})
+			mms = append(mms, partition.MemberMapping{Member: o})
 		}
 		mms[i].Partitions = append(mms[i].Partitions, p)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cg-dev/cg/internal/dashboard"
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 type series struct {
@@ -93,7 +94,7 @@ func TestMetrics(t *testing.T) {
 	f.publish(40) // m2 has no instance: its partitions keep their messages
 
 	ctx := context.Background()
-	var gi cg.GroupInfo
+	var gi health.GroupInfo
 	var ss []series
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -189,7 +190,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // metricsMatch says how the scrape differs from Info, "" when it does not.
-func metricsMatch(gi cg.GroupInfo, ss []series) string {
+func metricsMatch(gi health.GroupInfo, ss []series) string {
 	for _, pl := range gi.PartitionLag {
 		s, ok := find(ss, "cg_partition_pending", "partition", strconv.Itoa(pl.Partition))
 		if !ok || s.value != float64(pl.Pending) || s.labels["member"] != pl.Owner {

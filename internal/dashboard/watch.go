@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go"
 
 	"github.com/cg-dev/cg/internal/hints"
@@ -20,7 +21,7 @@ import (
 type tracked struct {
 	key       groupKey
 	cstream   string // the stream its member consumers live on
-	sampler   *cg.Sampler
+	sampler   *health.Sampler
 	last      []byte            // the last published state, SampledAt zeroed
 	consumers map[string]string // consumer name → member
 	pin       map[string]string // member → its last pin id seen
@@ -276,7 +277,7 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 		return // deleted since the last listing
 	}
 	if t == nil {
-		t = &tracked{key: k, cstream: k.stream, sampler: cg.NewSampler(),
+		t = &tracked{key: k, cstream: k.stream, sampler: health.NewSampler(),
 			consumers: map[string]string{}, pin: map[string]string{}, unpinWhy: map[string]string{},
 			inst: map[string][]instCount{}, check: map[string]failCheck{}}
 		if kind.HasWorkStream() {
@@ -454,7 +455,7 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 // watchPins subscribes to the pin advisories of the consumers on cstream
 // (shared by every group whose members live there).
 func (s *Server) watchPins(cstream string) {
-	stop, err := s.client.WatchPins(cstream, func(e cg.PinEvent) { s.onPin(cstream, e) })
+	stop, err := s.client.WatchPins(cstream, func(e health.PinEvent) { s.onPin(cstream, e) })
 	if err != nil {
 		s.opts.Logf("dashboard: pin events of %s unavailable: %v", cstream, err)
 		return
@@ -469,7 +470,7 @@ func (s *Server) watchPins(cstream string) {
 }
 
 // onPin turns a pin advisory into timeline events of the member's group.
-func (s *Server) onPin(cstream string, e cg.PinEvent) {
+func (s *Server) onPin(cstream string, e health.PinEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.watch.groups {
@@ -533,7 +534,7 @@ func cmpOr(a, b string) string {
 }
 
 // buildState turns a sample into the state the page shows.
-func buildState(gi cg.GroupInfo, snap cg.Snapshot, readOnly bool) *GroupState {
+func buildState(gi health.GroupInfo, snap health.Snapshot, readOnly bool) *GroupState {
 	st := &GroupState{
 		Kind: gi.Kind, Partitions: gi.Partitions, Mode: gi.Mode, WorkStream: gi.WorkStream,
 		Pending: snap.Pending, AckRate: snap.AckRate, LagError: snap.LagError,

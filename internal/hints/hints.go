@@ -10,56 +10,57 @@ import (
 	"strings"
 
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // Remedy words r as the cg command line that makes the fix. It returns
 // fallback (the engine's wording) for a nil remedy or one it does not know.
-func Remedy(r *cg.Remedy, fallback string) string {
+func Remedy(r *health.Remedy, fallback string) string {
 	if r == nil {
 		return fallback
 	}
 	switch r.Code {
-	case cg.RemedyListGroups:
+	case health.RemedyListGroups:
 		return fmt.Sprintf("list the groups with 'cg static ls %s' and 'cg elastic ls %s'", r.Stream, r.Stream)
-	case cg.RemedyRecreateStreamOrDelete:
+	case health.RemedyRecreateStreamOrDelete:
 		return fmt.Sprintf("recreate the stream, or remove the group with 'cg %s delete %s %s --force'", r.Kind, r.Stream, r.Group)
-	case cg.RemedyRecreateInvalidConfig:
+	case health.RemedyRecreateInvalidConfig:
 		return fmt.Sprintf("delete it with 'cg %s delete %s %s --force' and create the group again", r.Kind, r.Stream, r.Group)
-	case cg.RemedyRecreateElastic:
+	case health.RemedyRecreateElastic:
 		return recreateElastic(r)
-	case cg.RemedyPartitionLayout:
+	case health.RemedyPartitionLayout:
 		return fmt.Sprintf("recreate the group with the partition layout, one single-filter consumer per partition ('cg %s delete %s %s --force', then 'cg %s create ... --layout partition'; docs/layouts.md)", r.Kind, r.Stream, r.Group, r.Kind)
-	case cg.RemedyRepairWorkStreamSources:
+	case health.RemedyRepairWorkStreamSources:
 		return fmt.Sprintf("re-run the group's 'cg elastic create %s %s %d ...' (it repairs the work stream's sources), or %s", r.Stream, r.Group, r.MaxMembers, recreateElastic(r))
-	case cg.RemedyAddMembers:
+	case health.RemedyAddMembers:
 		return fmt.Sprintf("add members with 'cg elastic add %s %s <member>...'", r.Stream, r.Group)
-	case cg.RemedyStaticNoMembers:
+	case health.RemedyStaticNoMembers:
 		return fmt.Sprintf("static membership never changes: delete and recreate the group with members ('cg static delete %s %s --force')", r.Stream, r.Group)
-	case cg.RemedyStartMember:
+	case health.RemedyStartMember:
 		return fmt.Sprintf("start an instance: cg %s consume %s %s %s", r.Kind, r.Stream, r.Group, r.Member)
-	case cg.RemedyDeleteAndCreate:
+	case health.RemedyDeleteAndCreate:
 		return r.Lead + fmt.Sprintf("delete the group ('cg %s delete %s %s --force') and create it again", r.Kind, r.Stream, r.Group) + r.Tail
-	case cg.RemedyRemakeWorkStream:
+	case health.RemedyRemakeWorkStream:
 		return fmt.Sprintf("run the group's 'cg elastic create %s %s %d ...' again (it remakes a lost work stream), or delete and recreate the group", r.Stream, r.Group, r.MaxMembers)
-	case cg.RemedyWorkStreamNotOwned:
+	case health.RemedyWorkStreamNotOwned:
 		return fmt.Sprintf("delete the group ('cg elastic delete %s %s --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create", r.Stream, r.Group)
-	case cg.RemedyRepairWorkStreamSettings:
+	case health.RemedyRepairWorkStreamSettings:
 		return fmt.Sprintf("re-run the group's create ('cg elastic create %s %s %d ...' with its filters and caps): it repairs them in place", r.Stream, r.Group, r.MaxMembers)
 	case cg.RemedyReleaseParked:
 		return fmt.Sprintf("fix what makes the handler fail, then retry the parked messages with 'cg %s release %s %s %s', or dead-letter them with 'cg %s release %s %s %s --skip'",
 			r.Kind, r.Stream, r.Group, r.Member, r.Kind, r.Stream, r.Group, r.Member)
-	case cg.RemedyUpgradeServer:
+	case health.RemedyUpgradeServer:
 		return fmt.Sprintf("upgrade the server to %d.%d or later; on %s, delete the group and create it again naming the wildcards to hash (elastic: --filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server",
 			cg.MinWholeSubjectPartition.Major, cg.MinWholeSubjectPartition.Minor, r.Server)
 	}
 	return fallback
 }
 
-func recreateElastic(r *cg.Remedy) string {
+func recreateElastic(r *health.Remedy) string {
 	return fmt.Sprintf("delete and recreate the group ('cg elastic delete %s %s --force', then 'cg elastic create ...')", r.Stream, r.Group)
 }
 
-// Error is err's text with the fix of a *cg.RemedyError in it worded as cg
+// Error is err's text with the fix of a *health.Error in it worded as cg
 // command lines: what the CLI prints for an engine error.
 func Error(err error) string {
 	if err == nil {
@@ -71,7 +72,7 @@ func Error(err error) string {
 // Message is msg, made from the engine error cause, with the engine's
 // wording of cause's fix replaced by the cg command lines.
 func Message(msg string, cause error) string {
-	var re *cg.RemedyError
+	var re *health.Error
 	if cause == nil || !errors.As(cause, &re) {
 		return msg
 	}
@@ -83,25 +84,25 @@ func Message(msg string, cause error) string {
 }
 
 // errorFix words the fix of an engine error's remedy.
-func errorFix(r cg.Remedy) (string, bool) {
+func errorFix(r health.Remedy) (string, bool) {
 	switch r.Code {
-	case cg.RemedyMinimalOrDeleteMappings:
+	case health.RemedyMinimalOrDeleteMappings:
 		return r.Op + " with --minimal to keep even shares with the fewest moves, or delete the mappings first (cg elastic delete-mapping)", true
-	case cg.RemedyDeleteGroup:
+	case health.RemedyDeleteGroup:
 		return fmt.Sprintf("delete it ('cg %s delete %s %s')", r.Kind, r.Stream, r.Group), true
-	case cg.RemedyRecreateStreamAndGroup:
+	case health.RemedyRecreateStreamAndGroup:
 		return fmt.Sprintf("recreate the stream and the group (cg static create), or delete the group: cg static delete %s %s", r.Stream, r.Group), true
-	case cg.RemedyRestartMember:
+	case health.RemedyRestartMember:
 		return fmt.Sprintf("start the member again (cg static consume %s %s %s)", r.Stream, r.Group, r.Member), true
-	case cg.RemedyRebuildWorkStream:
+	case health.RemedyRebuildWorkStream:
 		return fmt.Sprintf("re-run `cg elastic create %s %s` with the group's partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group: cg elastic delete %s %s", r.Stream, r.Group, r.Stream, r.Stream, r.Group), true
-	case cg.RemedyRepairWorkStreamJoin:
+	case health.RemedyRepairWorkStreamJoin:
 		filters := make([]string, 0, len(r.Filters))
 		for _, f := range r.Filters {
 			filters = append(filters, "--filter '"+f+"'")
 		}
 		return fmt.Sprintf("re-run `cg elastic create %s %s %d %s` (it repairs the work stream), or delete and recreate the group", r.Stream, r.Group, r.MaxMembers, strings.Join(filters, " ")), true
-	case cg.RemedyStreamTransformExample:
+	case health.RemedyStreamTransformExample:
 		return "--transform-source 'orders.*' --transform-destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'", true
 	}
 	return "", false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -13,33 +14,33 @@ import (
 // The CLI's wording of each remedy, as cg printed it when the engine
 // still held it.
 func TestRemedyWordsTheCLI(t *testing.T) {
-	in := func(code cg.RemedyCode) *cg.Remedy {
-		return &cg.Remedy{Code: code, Kind: "elastic", Stream: "S", Group: "g", Member: "m1", MaxMembers: 4}
+	in := func(code health.RemedyCode) *health.Remedy {
+		return &health.Remedy{Code: code, Kind: "elastic", Stream: "S", Group: "g", Member: "m1", MaxMembers: 4}
 	}
-	withTail := in(cg.RemedyDeleteAndCreate)
+	withTail := in(health.RemedyDeleteAndCreate)
 	withTail.Lead, withTail.Tail = "these cannot change in place: ", " with fewer partitions or filters"
-	upgrade := &cg.Remedy{Code: cg.RemedyUpgradeServer, Server: "2.11"}
+	upgrade := &health.Remedy{Code: health.RemedyUpgradeServer, Server: "2.11"}
 	for _, tc := range []struct {
-		r    *cg.Remedy
+		r    *health.Remedy
 		want string
 	}{
-		{in(cg.RemedyListGroups), "list the groups with 'cg static ls S' and 'cg elastic ls S'"},
-		{in(cg.RemedyRecreateStreamOrDelete), "recreate the stream, or remove the group with 'cg elastic delete S g --force'"},
-		{in(cg.RemedyRecreateInvalidConfig), "delete it with 'cg elastic delete S g --force' and create the group again"},
-		{in(cg.RemedyRecreateElastic), "delete and recreate the group ('cg elastic delete S g --force', then 'cg elastic create ...')"},
-		{in(cg.RemedyRepairWorkStreamSources), "re-run the group's 'cg elastic create S g 4 ...' (it repairs the work stream's sources), or delete and recreate the group ('cg elastic delete S g --force', then 'cg elastic create ...')"},
-		{in(cg.RemedyPartitionLayout), "recreate the group with the partition layout, one single-filter consumer per partition ('cg elastic delete S g --force', then 'cg elastic create ... --layout partition'; docs/layouts.md)"},
-		{in(cg.RemedyAddMembers), "add members with 'cg elastic add S g <member>...'"},
-		{in(cg.RemedyStaticNoMembers), "static membership never changes: delete and recreate the group with members ('cg static delete S g --force')"},
-		{in(cg.RemedyStartMember), "start an instance: cg elastic consume S g m1"},
+		{in(health.RemedyListGroups), "list the groups with 'cg static ls S' and 'cg elastic ls S'"},
+		{in(health.RemedyRecreateStreamOrDelete), "recreate the stream, or remove the group with 'cg elastic delete S g --force'"},
+		{in(health.RemedyRecreateInvalidConfig), "delete it with 'cg elastic delete S g --force' and create the group again"},
+		{in(health.RemedyRecreateElastic), "delete and recreate the group ('cg elastic delete S g --force', then 'cg elastic create ...')"},
+		{in(health.RemedyRepairWorkStreamSources), "re-run the group's 'cg elastic create S g 4 ...' (it repairs the work stream's sources), or delete and recreate the group ('cg elastic delete S g --force', then 'cg elastic create ...')"},
+		{in(health.RemedyPartitionLayout), "recreate the group with the partition layout, one single-filter consumer per partition ('cg elastic delete S g --force', then 'cg elastic create ... --layout partition'; docs/layouts.md)"},
+		{in(health.RemedyAddMembers), "add members with 'cg elastic add S g <member>...'"},
+		{in(health.RemedyStaticNoMembers), "static membership never changes: delete and recreate the group with members ('cg static delete S g --force')"},
+		{in(health.RemedyStartMember), "start an instance: cg elastic consume S g m1"},
 		{withTail, "these cannot change in place: delete the group ('cg elastic delete S g --force') and create it again with fewer partitions or filters"},
-		{in(cg.RemedyRemakeWorkStream), "run the group's 'cg elastic create S g 4 ...' again (it remakes a lost work stream), or delete and recreate the group"},
-		{in(cg.RemedyWorkStreamNotOwned), "delete the group ('cg elastic delete S g --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create"},
-		{in(cg.RemedyRepairWorkStreamSettings), "re-run the group's create ('cg elastic create S g 4 ...' with its filters and caps): it repairs them in place"},
+		{in(health.RemedyRemakeWorkStream), "run the group's 'cg elastic create S g 4 ...' again (it remakes a lost work stream), or delete and recreate the group"},
+		{in(health.RemedyWorkStreamNotOwned), "delete the group ('cg elastic delete S g --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create"},
+		{in(health.RemedyRepairWorkStreamSettings), "re-run the group's create ('cg elastic create S g 4 ...' with its filters and caps): it repairs them in place"},
 		{upgrade, fmt.Sprintf("upgrade the server to %d.%d or later; on 2.11, delete the group and create it again naming the wildcards to hash (elastic: --filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server", cg.MinWholeSubjectPartition.Major, cg.MinWholeSubjectPartition.Minor)},
 		{in(cg.RemedyReleaseParked), "fix what makes the handler fail, then retry the parked messages with 'cg elastic release S g m1', or dead-letter them with 'cg elastic release S g m1 --skip'"},
 		{nil, "engine"},
-		{&cg.Remedy{Code: "unknown"}, "engine"},
+		{&health.Remedy{Code: "unknown"}, "engine"},
 	} {
 		if got := Remedy(tc.r, "engine"); got != tc.want {
 			t.Errorf("%v:\n got %s\nwant %s", tc.r, got, tc.want)
@@ -58,8 +59,8 @@ func TestErrorWordsTheCLI(t *testing.T) {
 	if got := Error(fmt.Errorf("create: %w", err)); got != "create: "+want {
 		t.Errorf("got  %s\nwant create: %s", got, want)
 	}
-	join := &cg.RemedyError{Err: cg.ErrStreamNotReady, Fix: "the engine's fix",
-		Remedy: cg.Remedy{Code: cg.RemedyRepairWorkStreamJoin, Stream: "S", Group: "g", MaxMembers: 4, Filters: []string{"a.*:1", "b"}, Lead: "lead; "}}
+	join := &health.Error{Err: cg.ErrStreamNotReady, Fix: "the engine's fix",
+		Remedy: health.Remedy{Code: health.RemedyRepairWorkStreamJoin, Stream: "S", Group: "g", MaxMembers: 4, Filters: []string{"a.*:1", "b"}, Lead: "lead; "}}
 	if got := Error(join); got != "lead; re-run `cg elastic create S g 4 --filter 'a.*:1' --filter 'b'` (it repairs the work stream), or delete and recreate the group" {
 		t.Errorf("join: %s", got)
 	}

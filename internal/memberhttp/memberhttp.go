@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -165,7 +166,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	case !joined:
 		http.Error(w, "not ready: joining", http.StatusServiceUnavailable)
 	case len(pinned) > 0:
-		fmt.Fprintf(w, "ready: pinned, partitions %s\n", cg.Ranges(pinned))
+		fmt.Fprintf(w, "ready: pinned, partitions %s\n", partition.Ranges(pinned))
 	default:
 		fmt.Fprintln(w, "ready: standby")
 	}

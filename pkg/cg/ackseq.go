@@ -3,6 +3,7 @@ package cg
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 )
@@ -65,4 +66,58 @@ func parseUint(s string) (uint64, bool) {
 func streamSeq(raw *nats.Msg) uint64 {
 	_, s, _, _ := ackSeqs(raw)
 	return s
+}
+
+// seqRing is a small set of recent stream sequences.
+type seqRing struct {
+	mu   sync.Mutex
+	seqs []uint64
+	set  map[uint64]bool
+	next int
+}
+
+func newSeqRing(n int) *seqRing { return &seqRing{seqs: make([]uint64, n), set: map[uint64]bool{}} }
+
+func (r *seqRing) add(seq uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.set[seq] {
+		return
+	}
+	delete(r.set, r.seqs[r.next])
+	r.seqs[r.next] = seq
+	r.set[seq] = true
+	r.next = (r.next + 1) % len(r.seqs)
+}
+
+func (r *seqRing) has(seq uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.set[seq]
+}
+
+// clear empties the ring.
+func (r *seqRing) clear() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.seqs)
+	r.set = map[uint64]bool{}
+	r.next = 0
+}
+
+// sawDelivery notices that the member's consumer was reset (reset.go):
+// delivery sequences only grow, redeliveries included, until the server
+// resets the consumer, which starts them at 1 again. The stream sequences
+// acked before it are then messages to handle again, not redeliveries of
+// acked ones, so the binding forgets them. Called from the handler loop
+// only.
+func (b *binding) sawDelivery(raw *nats.Msg) {
+	_, _, cseq, ok := ackSeqs(raw)
+	if !ok {
+		return
+	}
+	if cseq < b.lastDSeq {
+		b.acked.clear()
+	}
+	b.lastDSeq = cseq
 }

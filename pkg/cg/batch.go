@@ -147,18 +147,6 @@ const (
 // failed batch when BatchOptions.Backoff is nil (the last repeats).
 var DefaultBatchBackoff = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
 
-var (
-	// ErrInvalidBatch: JoinOptions.Batch (or its combination with the
-	// other options) cannot work; nothing was joined.
-	ErrInvalidBatch = errors.New("invalid batch options")
-	// ErrBatchFailed: a batch's handler failed MaxAttempts times; the
-	// instance stopped, leaving the batch unacked for the next one.
-	ErrBatchFailed = errors.New("batch handler kept failing")
-	// ErrBatchAck is what settling a batch's message from the handler
-	// returns: in batch mode cg acks the batch by the handler's result.
-	ErrBatchAck = errors.New("messages of a batch are settled by the batch handler's result, not one by one")
-)
-
 // CauseBatchFailed: the instance stopped because a batch's handler failed
 // BatchOptions.MaxAttempts times (ErrBatchFailed).
 const CauseBatchFailed EventCause = "batch_failed"

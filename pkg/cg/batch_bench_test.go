@@ -22,7 +22,7 @@ const (
 	sinkMsgCost  = 20 * time.Microsecond
 )
 
-// BenchmarkBatchVsSingle is issue 12's figure: one member owning 10
+// BenchmarkBatchVsSingle measures one member owning 10
 // partitions, a preloaded backlog, the same sink cost per message handled
 // one at a time (max ack pending 1, one sink call per message) and in
 // ordered batches of Size (one sink call per batch), back to back in one

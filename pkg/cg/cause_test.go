@@ -79,7 +79,7 @@ func TestEventCauses(t *testing.T) {
 		}
 		publish(t, js, []string{"a"}, 1)
 		natstest.Eventually(t, 20*time.Second, "b takes over", func() bool { return cnt.get("b") == 1 })
-		if _, err := c.DeleteStatic(ctx, "ORDERS", "g"); err != nil {
+		if _, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g"); err != nil {
 			t.Fatal(err)
 		}
 		waitStopped(t, b, "group deleted")

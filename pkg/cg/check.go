@@ -9,16 +9,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // CheckScope selects what Check looks at: every group (the zero value),
 // the groups of Stream, or the group Group on Stream (of either kind).
-// Kind, "static" or "elastic", limits the check to that kind.
+// Kind, when set, limits the check to that kind.
 type CheckScope struct {
 	Stream string
 	Group  string
-	Kind   string
+	Kind   Kind
 }
 
 func (s CheckScope) validate() error {
@@ -35,18 +37,17 @@ func (s CheckScope) validate() error {
 			return err
 		}
 	}
-	switch s.Kind {
-	case "", "static", "elastic":
-		return nil
+	if s.Kind != "" && s.Kind.Valid() != nil {
+		return invalid("kind", strconv.Quote(s.Kind.String()), "must be static or elastic")
 	}
-	return invalid("kind", strconv.Quote(s.Kind), "must be static or elastic")
+	return nil
 }
 
-func (s CheckScope) kinds() []string {
+func (s CheckScope) kinds() []Kind {
 	if s.Kind != "" {
-		return []string{s.Kind}
+		return []Kind{s.Kind}
 	}
-	return []string{"static", "elastic"}
+	return Kinds()
 }
 
 // Check looks for what keeps groups from consuming: the server's version,
@@ -56,14 +57,14 @@ func (s CheckScope) kinds() []string {
 // It changes nothing. Problems are findings in the report; the error is
 // for a check that could not run at all (no connection, the buckets could
 // not be read, a bad scope).
-func (c *Client) Check(ctx context.Context, scope CheckScope) (CheckReport, error) {
-	rep := CheckReport{Groups: []CheckedGroup{}, Findings: []Finding{}}
+func (c *Client) Check(ctx context.Context, scope CheckScope) (health.CheckReport, error) {
+	rep := health.CheckReport{Groups: []health.CheckedGroup{}, Findings: []health.Finding{}}
 	if err := scope.validate(); err != nil {
 		return rep, err
 	}
 	r := &checkRun{c: c, streams: map[string]*checkedStream{}}
 	if v, err := c.ServerVersion(); err != nil {
-		rep.Findings = append(rep.Findings, Finding{Severity: SeverityUnknown, Code: CodeCheckFailed,
+		rep.Findings = append(rep.Findings, health.Finding{Severity: health.SeverityUnknown, Code: health.CodeCheckFailed,
 			Message: "cannot tell the server's version: " + err.Error(), Hint: "check the connection"})
 	} else {
 		rep.ServerVersion = v.String()
@@ -85,16 +86,16 @@ func (c *Client) Check(ctx context.Context, scope CheckScope) (CheckReport, erro
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		var fs []Finding
-		if t.kind == "static" {
+		var fs []health.Finding
+		if t.kind == KindStatic {
 			fs = r.checkStatic(ctx, t)
 		} else {
 			fs = r.checkElastic(ctx, t)
 		}
 		fs = append(fs, r.poisonFindings(ctx, t)...)
-		g := CheckedGroup{Kind: t.kind, Stream: t.stream, Group: t.group, Status: SeverityOK}
+		g := health.CheckedGroup{Kind: t.kind.String(), Stream: t.stream, Group: t.group, Status: health.SeverityOK}
 		for i := range fs {
-			fs[i].Kind, fs[i].Stream, fs[i].Group = t.kind, t.stream, t.group
+			fs[i].Kind, fs[i].Stream, fs[i].Group = t.kind.String(), t.stream, t.group
 			g.Status = g.Status.Worse(fs[i].Severity)
 		}
 		rep.Groups = append(rep.Groups, g)
@@ -105,19 +106,19 @@ func (c *Client) Check(ctx context.Context, scope CheckScope) (CheckReport, erro
 
 // versionFinding reports a server too old for pinned consumers or, when
 // wholeSubject, for {{partition(N)}} without token indexes.
-func versionFinding(v Version, wholeSubject bool) (Finding, bool) {
+func versionFinding(v Version, wholeSubject bool) (health.Finding, bool) {
 	if !v.AtLeast(MinPinning.Major, MinPinning.Minor) {
-		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
+		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeServerTooOld,
 			Message: fmt.Sprintf("nats-server %s is older than %d.%d: it has no pinned consumers, which every group needs", v, MinPinning.Major, MinPinning.Minor),
 			Hint:    fmt.Sprintf("upgrade the server to %d.%d or later", MinPinning.Major, MinPinning.Minor)}, true
 	}
 	if wholeSubject && !v.AtLeast(MinWholeSubjectPartition.Major, MinWholeSubjectPartition.Minor) {
-		return Finding{Severity: SeverityCritical, Code: CodeServerTooOld,
+		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeServerTooOld,
 			Message: wholeSubjectMessage(v),
 			Hint:    wholeSubjectHint(v),
-			Remedy:  &Remedy{Code: RemedyUpgradeServer, Server: fmt.Sprintf("%d.%d", v.Major, v.Minor)}}, true
+			Remedy:  &health.Remedy{Code: health.RemedyUpgradeServer, Server: fmt.Sprintf("%d.%d", v.Major, v.Minor)}}, true
 	}
-	return Finding{}, false
+	return health.Finding{}, false
 }
 
 // checkRun caches what several groups of one check share.
@@ -131,8 +132,22 @@ type checkRun struct {
 }
 
 type checkTarget struct {
-	kind, stream, group string
-	raw                 []byte
+	kind          Kind
+	stream, group string
+	raw           []byte
+}
+
+// remedy is the fix code for the checked group, with its place filled in.
+func (t checkTarget) remedy(code health.RemedyCode) *health.Remedy {
+	return &health.Remedy{Code: code, Kind: t.kind.String(), Stream: t.stream, Group: t.group}
+}
+
+// recreate is RemedyDeleteAndCreate for the checked group, lead and tail
+// being the engine wording around the fix.
+func (t checkTarget) recreate(lead, tail string) *health.Remedy {
+	r := t.remedy(health.RemedyDeleteAndCreate)
+	r.Lead, r.Tail = lead, tail
+	return r
 }
 
 // targets reads the stored configurations in scope, sorted by stream,
@@ -141,7 +156,7 @@ func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget
 	var refs []GroupRef
 	if scope.Group != "" {
 		for _, kind := range scope.kinds() {
-			refs = append(refs, GroupRef{Kind: kind, Stream: scope.Stream, Group: scope.Group})
+			refs = append(refs, GroupRef{Kind: kind.String(), Stream: scope.Stream, Group: scope.Group})
 		}
 	} else {
 		all, err := r.c.ListGroups(ctx, scope.kinds()...)
@@ -164,36 +179,36 @@ func (r *checkRun) targets(ctx context.Context, scope CheckScope) ([]checkTarget
 			return nil, err
 		}
 		e := sg.entry
-		out = append(out, checkTarget{kind: g.Kind, stream: g.Stream, group: g.Group, raw: e.Value()})
+		out = append(out, checkTarget{kind: g.KindOf(), stream: g.Stream, group: g.Group, raw: e.Value()})
 	}
 	slices.SortStableFunc(out, func(a, b checkTarget) int {
-		return cmp.Or(strings.Compare(a.stream, b.stream), strings.Compare(a.group, b.group), strings.Compare(b.kind, a.kind))
+		return cmp.Or(strings.Compare(a.stream, b.stream), strings.Compare(a.group, b.group), strings.Compare(string(b.kind), string(a.kind)))
 	})
 	return out, nil
 }
 
 // scopeMissing words a stream or group asked for that has no stored group.
-func (r *checkRun) scopeMissing(ctx context.Context, scope CheckScope) (Finding, bool) {
+func (r *checkRun) scopeMissing(ctx context.Context, scope CheckScope) (health.Finding, bool) {
 	st := r.stream(ctx, scope.Stream)
 	switch {
 	case st.err != nil:
-		return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Stream: scope.Stream, Group: scope.Group,
+		return health.Finding{Severity: health.SeverityUnknown, Code: health.CodeCheckFailed, Stream: scope.Stream, Group: scope.Group,
 			Message: st.err.Error()}, true
 	case st.missing:
-		return Finding{Severity: SeverityCritical, Code: CodeStreamMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
+		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamMissing, Kind: scope.Kind.String(), Stream: scope.Stream, Group: scope.Group,
 			Message: fmt.Sprintf("stream %s does not exist", scope.Stream),
 			Hint:    "create the stream, or check the name (nats stream ls)"}, true
 	case scope.Group != "":
-		kind := scope.Kind
-		if kind == "" {
-			kind = "static|elastic"
+		kinds := make([]string, 0, 2)
+		for _, k := range scope.kinds() {
+			kinds = append(kinds, k.String())
 		}
-		return Finding{Severity: SeverityCritical, Code: CodeGroupMissing, Kind: scope.Kind, Stream: scope.Stream, Group: scope.Group,
-			Message: fmt.Sprintf("no %s group %q on stream %s", strings.ReplaceAll(kind, "|", " or "), scope.Group, scope.Stream),
+		return health.Finding{Severity: health.SeverityCritical, Code: health.CodeGroupMissing, Kind: scope.Kind.String(), Stream: scope.Stream, Group: scope.Group,
+			Message: fmt.Sprintf("no %s group %q on stream %s", strings.Join(kinds, " or "), scope.Group, scope.Stream),
 			Hint:    "list the stream's static and elastic groups",
-			Remedy:  &Remedy{Code: RemedyListGroups, Stream: scope.Stream}}, true
+			Remedy:  &health.Remedy{Code: health.RemedyListGroups, Stream: scope.Stream}}, true
 	}
-	return Finding{}, false
+	return health.Finding{}, false
 }
 
 // checkedStream is one stream as the check saw it.
@@ -250,7 +265,7 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 	if names, ok := r.staticNames[stream]; ok {
 		return names, nil
 	}
-	groups, err := r.c.listGroups(ctx, StaticBucket, stream)
+	groups, err := r.c.listGroups(ctx, KindStatic, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -276,8 +291,8 @@ func (r *checkRun) staticConsumerNames(ctx context.Context, stream string) (map[
 	return names, nil
 }
 
-func failed(err error) Finding {
-	return Finding{Severity: SeverityUnknown, Code: CodeCheckFailed, Message: err.Error(), Cause: err,
+func failed(err error) health.Finding {
+	return health.Finding{Severity: health.SeverityUnknown, Code: health.CodeCheckFailed, Message: err.Error(), Cause: err,
 		Hint: "check the connection and this user's permissions, then run the check again"}
 }
 
@@ -288,34 +303,34 @@ func sentinelDetail(err, sentinel error) string {
 
 // groupBasics checks what both kinds need first: the stored configuration
 // and the origin stream. ok is false when nothing more can be checked.
-func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error) (*checkedStream, []Finding, bool) {
-	var out []Finding
+func (r *checkRun) groupBasics(ctx context.Context, t checkTarget, cfgErr error) (*checkedStream, []health.Finding, bool) {
+	var out []health.Finding
 	st := r.stream(ctx, t.stream)
 	switch {
 	case st.err != nil:
 		out = append(out, failed(st.err))
 	case st.missing:
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamMissing,
+		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamMissing,
 			Message: fmt.Sprintf("stream %s does not exist: the group has nothing to consume", t.stream),
 			Hint:    "recreate the stream, or delete the group",
-			Remedy:  t.remedy(RemedyRecreateStreamOrDelete)})
+			Remedy:  t.remedy(health.RemedyRecreateStreamOrDelete)})
 	}
 	if cfgErr != nil {
 		// A static member stops on a value it cannot use; an elastic one
 		// keeps the last good configuration it had (elastic_member.go).
 		effect := "; members stop on it"
-		if t.kind == "elastic" {
+		if t.kind == KindElastic {
 			effect = "; running members keep the last good configuration they read, and no new instance can start"
 		}
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodeConfigInvalid,
+		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeConfigInvalid,
 			Message: sentinelDetail(cfgErr, ErrInvalidConfig) + effect,
 			Hint:    "delete the group and create it again",
-			Remedy:  t.remedy(RemedyRecreateInvalidConfig)})
+			Remedy:  t.remedy(health.RemedyRecreateInvalidConfig)})
 	}
 	return st, out, len(out) == 0
 }
 
-func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
+func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []health.Finding {
 	cfg, cfgErr := decodeStatic(Key(t.stream, t.group), t.raw)
 	st, out, ok := r.groupBasics(ctx, t, cfgErr)
 	if !ok {
@@ -323,19 +338,19 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	}
 	pt, err := StreamPartitioning(st.info)
 	if err != nil {
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamNotPartitioned,
+		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamNotPartitioned,
 			Message: sentinelDetail(err, ErrStreamNotReady) + "; members receive nothing", Cause: err,
 			Hint: fmt.Sprintf("give the stream back a {{partition(%d,...)}} subject transform, or recreate the group", cfg.MaxMembers)})
 	} else {
 		if pt.Partitions != cfg.MaxMembers {
-			out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamPartitionsMismatch,
+			out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamPartitionsMismatch,
 				Message: fmt.Sprintf("stream %s partitions into %d ({{partition(%d,...)}}) but the group has %d partitions: messages land on partitions no member expects", t.stream, pt.Partitions, pt.Partitions, cfg.MaxMembers),
 				Hint:    fmt.Sprintf("restore {{partition(%d,...)}} in the stream's subject transform, or delete and recreate the group with %d partitions", cfg.MaxMembers, pt.Partitions)})
 		}
 		produced := transformedPattern(pt.Destination)
 		for _, f := range cfg.SubjectFilters() {
 			if !subjectsIntersect(f, produced) {
-				out = append(out, Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch,
+				out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamFilterMismatch,
 					Message: fmt.Sprintf("group filter %q matches nothing the stream's transform produces (<partition>.%s): members receive nothing through it", f, produced),
 					Hint:    fmt.Sprintf("restore the stream's subject transform (now %q -> %q), or recreate the group with filters it produces", pt.Source, pt.Destination)})
 			}
@@ -374,7 +389,7 @@ func (r *checkRun) checkStatic(ctx context.Context, t checkTarget) []Finding {
 	return out
 }
 
-func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
+func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []health.Finding {
 	cfg, cfgErr := decodeElastic(Key(t.stream, t.group), t.raw)
 	origin, out, ok := r.groupBasics(ctx, t, cfgErr)
 	if !ok {
@@ -422,18 +437,18 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []Finding {
 
 // workStreamDrift compares the work stream with what the configuration
 // makes of it (ensureWorkStream).
-func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo) []Finding {
-	var out []Finding
+func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo) []health.Finding {
+	var out []health.Finding
 	name := si.Config.Name
 	recreate := "delete and recreate the group"
-	recreateR := t.remedy(RemedyRecreateElastic)
+	recreateR := t.remedy(health.RemedyRecreateElastic)
 	// Sources and transforms are repaired in place by re-running create;
 	// retention cannot be changed on an existing stream.
 	repair := "re-run the group's create (it repairs the work stream's sources), or " + recreate
-	repairR := t.remedy(RemedyRepairWorkStreamSources)
+	repairR := t.remedy(health.RemedyRepairWorkStreamSources)
 	repairR.MaxMembers = cfg.MaxMembers
 	if si.Config.Retention != jetstream.WorkQueuePolicy {
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
+		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s has %s retention, not work-queue: consumed messages are never removed and the buffer caps do not hold", name, si.Config.Retention),
 			Hint:    recreate, Remedy: recreateR})
 	}
@@ -447,7 +462,7 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 				names = append(names, s.Name)
 			}
 		}
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
+		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %v, not exactly the group's stream %s", name, names, t.stream),
 			Hint:    repair, Remedy: repairR})
 	case srcs[0].FilterSubject != "" || !sameTransforms(srcs[0].SubjectTransforms, want):
@@ -455,13 +470,13 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 		if srcs[0].FilterSubject != "" {
 			have = "filter " + srcs[0].FilterSubject + " " + have
 		}
-		out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamDrift,
+		out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeWorkStreamDrift,
 			Message: fmt.Sprintf("work stream %s sources %s through %s, but the group's configuration gives %s: messages land on the wrong partitions or not at all", name, t.stream, have, formatTransforms(want)),
 			Hint:    repair, Remedy: repairR})
 	}
 	for _, s := range si.Sources {
 		if s != nil && s.Error != nil {
-			out = append(out, Finding{Severity: SeverityCritical, Code: CodeWorkStreamSourceError,
+			out = append(out, health.Finding{Severity: health.SeverityCritical, Code: health.CodeWorkStreamSourceError,
 				Message: fmt.Sprintf("work stream %s cannot source %s: %s", name, s.Name, s.Error.Description),
 				Hint:    "look at the server's log and the stream's state (nats stream info " + name + ")"})
 		}
@@ -472,8 +487,8 @@ func workStreamDrift(t checkTarget, cfg ElasticConfig, si *jetstream.StreamInfo)
 // checkMembers looks at each member's consumer on st and at the
 // partitions no live instance serves. consumerName maps a member to its
 // consumer's name.
-func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupConfig, st *checkedStream, cons map[string]*jetstream.ConsumerInfo, consumerName func(string) string) []Finding {
-	var out []Finding
+func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg health.GroupConfig, st *checkedStream, cons map[string]*jetstream.ConsumerInfo, consumerName func(string) string) []health.Finding {
+	var out []health.Finding
 	var unowned []int
 	for p, m := range cfg.Assignment().Owner {
 		if m == "" {
@@ -481,34 +496,34 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		}
 	}
 	if len(unowned) > 0 {
-		what := fmt.Sprintf("partitions %s have no owner", Ranges(unowned))
-		hint, remedy := "add members to the group", t.remedy(RemedyAddMembers)
+		what := fmt.Sprintf("partitions %s have no owner", partition.Ranges(unowned))
+		hint, remedy := "add members to the group", t.remedy(health.RemedyAddMembers)
 		if len(cfg.MemberNames()) == 0 {
 			what = "the group has no members"
 		}
-		if t.kind == "static" {
-			hint, remedy = "static membership never changes: delete and recreate the group with members", t.remedy(RemedyStaticNoMembers)
+		if t.kind == KindStatic {
+			hint, remedy = "static membership never changes: delete and recreate the group with members", t.remedy(health.RemedyStaticNoMembers)
 		}
-		sev, effect := SeverityCritical, ": their messages are consumed by no one"
+		sev, effect := health.SeverityCritical, ": their messages are consumed by no one"
 		switch {
-		case t.kind == "elastic" && st.info.State.Msgs == 0:
+		case t.kind == KindElastic && st.info.State.Msgs == 0:
 			// An elastic group is created with no members, and its work
 			// stream keeps what it sources until they are added: nothing
 			// is lost yet, as with a member that has no instance.
-			sev, effect = SeverityWarning, ": nothing waits for them yet; messages wait in the work stream until members are added"
-		case t.kind == "elastic" && len(cfg.MemberNames()) == 0:
+			sev, effect = health.SeverityWarning, ": nothing waits for them yet; messages wait in the work stream until members are added"
+		case t.kind == KindElastic && len(cfg.MemberNames()) == 0:
 			// Not started yet rather than broken: what create accepts,
 			// check does not call critical. The work stream keeps the
 			// messages for the members to come.
-			sev, effect = SeverityWarning, fmt.Sprintf(" yet: %s in the work stream for the members to come", plural(st.info.State.Msgs, "message waits", "messages wait"))
+			sev, effect = health.SeverityWarning, fmt.Sprintf(" yet: %s in the work stream for the members to come", plural(st.info.State.Msgs, "message waits", "messages wait"))
 		}
-		out = append(out, Finding{Severity: sev, Code: CodePartitionUnowned, Partitions: unowned,
+		out = append(out, health.Finding{Severity: sev, Code: health.CodePartitionUnowned, Partitions: unowned,
 			Message: what + effect, Hint: hint, Remedy: remedy})
 	}
 	out = append(out, limitFindings(t, cfg)...)
 	l := newLayout(cfg)
-	consume := func(m string) (string, *Remedy) {
-		r := t.remedy(RemedyStartMember)
+	consume := func(m string) (string, *health.Remedy) {
+		r := t.remedy(health.RemedyStartMember)
 		r.Member = m
 		return "start an instance of member " + m, r
 	}
@@ -520,18 +535,18 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		parts := l.parts[m]
 		want := l.memberFilters(cfg, m)
 		ci := cons[name]
-		base := Finding{Member: m, Consumer: name}
+		base := health.Finding{Member: m, Consumer: name}
 		if ci != nil {
 			if have := consumerFilters(ci.Config); !sameFilters(have, want) {
 				f := base
-				f.Severity, f.Code, f.Partitions = SeverityCritical, CodeConsumerFilterDrift, parts
+				f.Severity, f.Code, f.Partitions = health.SeverityCritical, health.CodeConsumerFilterDrift, parts
 				f.Message = fmt.Sprintf("consumer %s of member %s filters %s, but the group gives the member %s", name, m, shortList(have), shortList(want))
 				f.Hint = fmt.Sprintf("stop the member's instances and delete the consumer (nats consumer rm %s %s); the next instance recreates it", st.info.Config.Name, name)
 				out = append(out, f)
 			}
 			if !slices.Contains(ci.Config.PriorityGroups, PriorityGroup) || ci.Config.PriorityPolicy != jetstream.PriorityPolicyPinned {
 				f := base
-				f.Severity, f.Code = SeverityCritical, CodeConsumerPriorityDrift
+				f.Severity, f.Code = health.SeverityCritical, health.CodeConsumerPriorityDrift
 				f.Message = fmt.Sprintf("consumer %s of member %s is not pinned in priority group %s (groups %v, policy %s): instances would not fail over, or share the partitions", name, m, PriorityGroup, ci.Config.PriorityGroups, policyName(ci.Config.PriorityPolicy))
 				f.Hint = fmt.Sprintf("stop the member's instances and delete the consumer (nats consumer rm %s %s); the next instance recreates it", st.info.Config.Name, name)
 				out = append(out, f)
@@ -552,28 +567,28 @@ func (r *checkRun) checkMembers(ctx context.Context, t checkTarget, cfg GroupCon
 		backlog, known, err := r.waiting(ctx, t, st, m, ci, want)
 		switch {
 		case err != nil:
-			f.Severity, f.Code = SeverityUnknown, CodeCheckFailed
+			f.Severity, f.Code = health.SeverityUnknown, health.CodeCheckFailed
 			f.Message = fmt.Sprintf("member %s has no live instance (%s), and whether messages wait for it is unknown: %v", m, why, err)
 			f.Hint, f.Remedy = consume(m)
-		case (backlog > 0 || !known) && ci == nil && t.kind == "static" && !r.c.hasRun(ctx, t.stream, t.group, m):
+		case (backlog > 0 || !known) && ci == nil && t.kind == KindStatic && !r.c.hasRun(ctx, t.stream, t.group, m):
 			// Never started (no consumer, no saved position): the group
 			// is new, not broken; what create accepts, check does not
 			// call critical. Once the member has run, this is critical.
-			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
-			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, Ranges(parts))
+			f.Severity, f.Code = health.SeverityWarning, health.CodeMemberNoInstance
+			f.Message = fmt.Sprintf("member %s has never run (%s); messages wait on its partitions %s", m, why, partition.Ranges(parts))
 			f.Hint, f.Remedy = consume(m)
 		case backlog > 0 || !known:
-			f.Severity, f.Code = SeverityCritical, CodePartitionUnserved
+			f.Severity, f.Code = health.SeverityCritical, health.CodePartitionUnserved
 			count := "messages are waiting"
 			if known {
 				f.Pending = backlog
 				count = plural(backlog, "message is", "messages are") + " waiting"
 			}
-			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", Ranges(parts), m, why, count)
+			f.Message = fmt.Sprintf("partitions %s of member %s are served by no live instance (%s) and %s", partition.Ranges(parts), m, why, count)
 			f.Hint, f.Remedy = consume(m)
 		default:
-			f.Severity, f.Code = SeverityWarning, CodeMemberNoInstance
-			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, Ranges(parts))
+			f.Severity, f.Code = health.SeverityWarning, health.CodeMemberNoInstance
+			f.Message = fmt.Sprintf("member %s has no live instance (%s); its partitions %s have nothing waiting yet", m, why, partition.Ranges(parts))
 			f.Hint, f.Remedy = consume(m)
 		}
 		out = append(out, f)
@@ -603,7 +618,7 @@ func (r *checkRun) waiting(ctx context.Context, t checkTarget, st *checkedStream
 		return ci.NumPending + uint64(ci.NumAckPending), true, nil
 	}
 	from := uint64(1)
-	if t.kind == "static" {
+	if t.kind == KindStatic {
 		// A static member whose consumer went away resumes after its
 		// saved position (positions.go).
 		if pos, ok := r.c.savedPosition(ctx, t.stream, t.group, member); ok {
@@ -622,8 +637,8 @@ func (r *checkRun) waiting(ctx context.Context, t checkTarget, st *checkedStream
 	return 0, true, nil
 }
 
-func leftover(t checkTarget, ci *jetstream.ConsumerInfo, stream string) Finding {
-	f := Finding{Severity: SeverityWarning, Code: CodeConsumerLeftover, Consumer: ci.Name,
+func leftover(t checkTarget, ci *jetstream.ConsumerInfo, stream string) health.Finding {
+	f := health.Finding{Severity: health.SeverityWarning, Code: health.CodeConsumerLeftover, Consumer: ci.Name,
 		Message: fmt.Sprintf("consumer %s on %s looks like one of %s group %s's but belongs to no member", ci.Name, stream, t.kind, t.group),
 		Hint:    fmt.Sprintf("delete it if nothing uses it: nats consumer rm %s %s", stream, ci.Name)}
 	if ci.NumWaiting > 0 {

@@ -3,13 +3,16 @@ package cg
 import (
 	"strings"
 	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // nats-server 2.11 refuses {{partition(N)}} without token indexes, so the
 // finding must say so and must not send the user back to the same create.
 func TestVersionFindingWholeSubjectOn211(t *testing.T) {
 	f, bad := versionFinding(Version{2, 11, 4}, true)
-	if !bad || f.Code != CodeServerTooOld {
+	if !bad || f.Code != health.CodeServerTooOld {
 		t.Fatalf("2.11.4 whole subject: %+v %v", f, bad)
 	}
 	if !strings.Contains(f.Message, "2.11.4 refuses {{partition(N)}}") || strings.Contains(f.Message, "does not hash the whole subject") {
@@ -35,11 +38,11 @@ func TestConsumerNameProblem(t *testing.T) {
 // assignment's partitions, for each kind and mode.
 func TestLayoutMatchesMemberFilters(t *testing.T) {
 	pfs := []PartitioningFilter{{Filter: "a.*", PartitioningWildcards: []int{1}}, {Filter: "b.>"}}
-	for _, cfg := range []GroupConfig{
+	for _, cfg := range []health.GroupConfig{
 		StaticConfig{MaxMembers: 11, Members: []string{"m3", "m1", "m2"}},
-		StaticConfig{MaxMembers: 5, Filters: []string{"a.*", "b.>"}, MemberMappings: []MemberMapping{{Member: "x", Partitions: []int{4, 0}}, {Member: "y", Partitions: []int{3, 2, 1}}}},
+		StaticConfig{MaxMembers: 5, Filters: []string{"a.*", "b.>"}, MemberMappings: []partition.MemberMapping{{Member: "x", Partitions: []int{4, 0}}, {Member: "y", Partitions: []int{3, 2, 1}}}},
 		ElasticConfig{MaxMembers: 7, PartitioningFilters: pfs, Members: []string{"b", "a"}},
-		ElasticConfig{MaxMembers: 4, PartitioningFilters: pfs, MemberMappings: []MemberMapping{{Member: "x", Partitions: []int{3, 1}}, {Member: "y", Partitions: []int{0, 2}}}},
+		ElasticConfig{MaxMembers: 4, PartitioningFilters: pfs, MemberMappings: []partition.MemberMapping{{Member: "x", Partitions: []int{3, 1}}, {Member: "y", Partitions: []int{0, 2}}}},
 		ElasticConfig{MaxMembers: 3},
 	} {
 		l := newLayout(cfg)
@@ -47,7 +50,7 @@ func TestLayoutMatchesMemberFilters(t *testing.T) {
 			if got, want := strings.Join(l.memberFilters(cfg, m), " "), strings.Join(cfg.MemberFilters(m), " "); got != want {
 				t.Errorf("%+v member %s: filters %s, want %s", cfg, m, got, want)
 			}
-			if got, want := Ranges(l.parts[m]), Ranges(cfg.Assignment().MemberPartitions(m)); got != want {
+			if got, want := partition.Ranges(l.parts[m]), partition.Ranges(cfg.Assignment().MemberPartitions(m)); got != want {
 				t.Errorf("%+v member %s: partitions %s, want %s", cfg, m, got, want)
 			}
 		}

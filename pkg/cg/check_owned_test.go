@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -24,13 +25,13 @@ func putRaw(t *testing.T, js jetstream.JetStream, bucket, key, value string) {
 	}
 }
 
-func findingsByCode(t *testing.T, c *Client, stream, group string) map[string]Finding {
+func findingsByCode(t *testing.T, c *Client, stream, group string) map[string]health.Finding {
 	t.Helper()
 	rep, err := c.Check(context.Background(), CheckScope{Stream: stream, Group: group})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]Finding{}
+	out := map[string]health.Finding{}
 	for _, f := range rep.Findings {
 		out[f.Code] = f
 	}
@@ -59,16 +60,16 @@ func TestCheckHintsThatCgFollows(t *testing.T) {
 		// must not be "delete and recreate".
 		putRaw(t, js, ElasticBucket, "U.g", `{"max_members":4,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
 		fs := findingsByCode(t, c, "U", "g")
-		f, ok := fs[CodeWorkStreamNotOwned]
-		if !ok || f.Severity != SeverityCritical {
-			t.Fatalf("no critical %s finding: %+v", CodeWorkStreamNotOwned, fs)
+		f, ok := fs[health.CodeWorkStreamNotOwned]
+		if !ok || f.Severity != health.SeverityCritical {
+			t.Fatalf("no critical %s finding: %+v", health.CodeWorkStreamNotOwned, fs)
 		}
 		if !strings.Contains(f.Message, "U-g") || !strings.Contains(f.Message, "not made by cg") || !strings.Contains(f.Hint, "remove the stream") {
 			t.Errorf("finding: %+v", f)
 		}
 		for _, f := range fs {
 			// The remedies whose CLI wording ends "then 'cg elastic create ...'".
-			if f.Remedy != nil && (f.Remedy.Code == RemedyRecreateElastic || f.Remedy.Code == RemedyRepairWorkStreamSources) {
+			if f.Remedy != nil && (f.Remedy.Code == health.RemedyRecreateElastic || f.Remedy.Code == health.RemedyRepairWorkStreamSources) {
 				t.Errorf("hint sends the user to a create cg refuses: %+v", f)
 			}
 		}
@@ -80,12 +81,12 @@ func TestCheckHintsThatCgFollows(t *testing.T) {
 	t.Run("ceiling without work stream", func(t *testing.T) {
 		putRaw(t, js, ElasticBucket, "U.huge", `{"max_members":100000,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
 		fs := findingsByCode(t, c, "U", "huge")
-		if _, ok := fs[CodePartitionCeiling]; !ok {
-			t.Errorf("no %s finding: %+v", CodePartitionCeiling, fs)
+		if _, ok := fs[health.CodePartitionCeiling]; !ok {
+			t.Errorf("no %s finding: %+v", health.CodePartitionCeiling, fs)
 		}
-		f, ok := fs[CodeWorkStreamMissing]
+		f, ok := fs[health.CodeWorkStreamMissing]
 		if !ok {
-			t.Fatalf("no %s finding: %+v", CodeWorkStreamMissing, fs)
+			t.Fatalf("no %s finding: %+v", health.CodeWorkStreamMissing, fs)
 		}
 		if strings.Contains(f.Hint, "create U huge 100000") || !strings.Contains(f.Hint, "at most 4096") {
 			t.Errorf("hint re-runs a create the ceiling refuses: %s", f.Hint)
@@ -94,7 +95,7 @@ func TestCheckHintsThatCgFollows(t *testing.T) {
 
 	t.Run("group name with a dot", func(t *testing.T) {
 		putRaw(t, js, StaticBucket, "S.x.y", `{"max_members":4,"filters":[">"],"members":["m1"]}`)
-		f, ok := findingsByCode(t, c, "S", "x.y")[CodeMemberUnusable]
+		f, ok := findingsByCode(t, c, "S", "x.y")[health.CodeMemberUnusable]
 		if !ok {
 			t.Fatal("no member-unusable finding")
 		}
@@ -118,7 +119,7 @@ func TestCheckWorkStreamSettingsDrift(t *testing.T) {
 	if _, err := c.CreateElastic(ctx, "R", "g", cfg); err != nil {
 		t.Fatal(err)
 	}
-	if f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]; ok {
+	if f, ok := findingsByCode(t, c, "R", "g")[health.CodeWorkStreamSettings]; ok {
 		t.Fatalf("fresh group: %+v", f)
 	}
 	ws, err := js.Stream(ctx, "R-g")
@@ -130,14 +131,14 @@ func TestCheckWorkStreamSettingsDrift(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]
-	if !ok || f.Severity != SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || (f.Remedy == nil || f.Remedy.Code != RemedyRepairWorkStreamSettings || f.Remedy.Stream != "R" || f.Remedy.Group != "g" || f.Remedy.MaxMembers != 4) {
+	f, ok := findingsByCode(t, c, "R", "g")[health.CodeWorkStreamSettings]
+	if !ok || f.Severity != health.SeverityWarning || !strings.Contains(f.Message, "max messages 5 (want unlimited)") || (f.Remedy == nil || f.Remedy.Code != health.RemedyRepairWorkStreamSettings || f.Remedy.Stream != "R" || f.Remedy.Group != "g" || f.Remedy.MaxMembers != 4) {
 		t.Fatalf("drifted caps: %+v %v", f, ok)
 	}
 	if _, err := c.CreateElastic(ctx, "R", "g", cfg); err != nil {
 		t.Fatal(err)
 	}
-	if f, ok := findingsByCode(t, c, "R", "g")[CodeWorkStreamSettings]; ok {
+	if f, ok := findingsByCode(t, c, "R", "g")[health.CodeWorkStreamSettings]; ok {
 		t.Fatalf("after the repairing create: %+v", f)
 	}
 }
@@ -156,7 +157,7 @@ func TestElasticInfoForeignWorkStream(t *testing.T) {
 		}
 	}
 	putRaw(t, js, ElasticBucket, "U.g", `{"max_members":4,"partitioning_filters":[{"filter":"u.*","partitioning_wildcards":[1]}],"members":["m1"]}`)
-	_, err := c.ElasticInfo(ctx, "U", "g")
+	_, err := c.Info(ctx, KindElastic, "U", "g")
 	if !errors.Is(err, ErrNotOwned) || !strings.Contains(err.Error(), "U-g") {
 		t.Fatalf("info: %v", err)
 	}

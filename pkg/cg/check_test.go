@@ -4,13 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
 func TestSeverityWorse(t *testing.T) {
-	order := []Severity{SeverityOK, SeverityWarning, SeverityUnknown, SeverityCritical}
+	order := []health.Severity{health.SeverityOK, health.SeverityWarning, health.SeverityUnknown, health.SeverityCritical}
 	for i, a := range order {
 		for j, b := range order {
 			want := a
@@ -22,13 +23,13 @@ func TestSeverityWorse(t *testing.T) {
 			}
 		}
 	}
-	var rep CheckReport
-	if rep.Status() != SeverityOK {
+	var rep health.CheckReport
+	if rep.Status() != health.SeverityOK {
 		t.Fatalf("empty report: %s", rep.Status())
 	}
-	rep.Findings = []Finding{{Severity: SeverityWarning}, {Severity: SeverityCritical}, {Severity: SeverityWarning}}
-	if rep.Status() != SeverityCritical || rep.Count(SeverityWarning) != 2 {
-		t.Fatalf("status %s, warnings %d", rep.Status(), rep.Count(SeverityWarning))
+	rep.Findings = []health.Finding{{Severity: health.SeverityWarning}, {Severity: health.SeverityCritical}, {Severity: health.SeverityWarning}}
+	if rep.Status() != health.SeverityCritical || rep.Count(health.SeverityWarning) != 2 {
+		t.Fatalf("status %s, warnings %d", rep.Status(), rep.Count(health.SeverityWarning))
 	}
 }
 
@@ -46,7 +47,7 @@ func TestVersionFinding(t *testing.T) {
 		{Version{3, 0, 0}, true, false},
 	} {
 		f, bad := versionFinding(tc.v, tc.wholeSubject)
-		if bad != tc.bad || (bad && (f.Code != CodeServerTooOld || f.Severity != SeverityCritical)) {
+		if bad != tc.bad || (bad && (f.Code != health.CodeServerTooOld || f.Severity != health.SeverityCritical)) {
 			t.Errorf("%s whole=%v: %+v bad=%v", tc.v, tc.wholeSubject, f, bad)
 		}
 	}
@@ -114,7 +115,7 @@ func TestCheckPriorityDriftAndScope(t *testing.T) {
 	for _, f := range rep.Findings {
 		codes[f.Code] = true
 	}
-	if !codes[CodeConsumerPriorityDrift] || codes[CodeConsumerFilterDrift] || !codes[CodeMemberNoInstance] || rep.Status() != SeverityCritical {
+	if !codes[health.CodeConsumerPriorityDrift] || codes[health.CodeConsumerFilterDrift] || !codes[health.CodeMemberNoInstance] || rep.Status() != health.SeverityCritical {
 		t.Fatalf("findings: %+v", rep.Findings)
 	}
 	for _, scope := range []CheckScope{{Group: "g"}, {Stream: "a.b"}, {Stream: "O", Group: "*"}, {Kind: "dynamic"}} {

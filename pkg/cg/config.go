@@ -7,16 +7,18 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // StaticConfig is the stored configuration of a static group, kept as JSON
 // under key <stream>.<group> in the static-consumer-groups KV bucket. The
 // field names and omitempty rules are the reference's, byte for byte.
 type StaticConfig struct {
-	MaxMembers     int             `json:"max_members"`
-	Filters        []string        `json:"filters,omitempty"`
-	Members        []string        `json:"members,omitempty"`
-	MemberMappings []MemberMapping `json:"member_mappings,omitempty"`
+	MaxMembers     int                       `json:"max_members"`
+	Filters        []string                  `json:"filters,omitempty"`
+	Members        []string                  `json:"members,omitempty"`
+	MemberMappings []partition.MemberMapping `json:"member_mappings,omitempty"`
 	// Layout is LayoutMember when empty (the reference's format, and the
 	// only one its bucket holds); LayoutPartition groups are stored in
 	// StaticPartitionBucket.
@@ -201,7 +203,7 @@ func (c StaticConfig) ValidateStored() error {
 	return validateMappings(c.MemberMappings, c.MaxMembers)
 }
 
-func validateMappings(mms []MemberMapping, n int) error {
+func validateMappings(mms []partition.MemberMapping, n int) error {
 	if len(mms) == 0 {
 		return nil
 	}
@@ -238,11 +240,11 @@ func validateMappings(mms []MemberMapping, n int) error {
 }
 
 // Assignment returns which member owns each partition.
-func (c StaticConfig) Assignment() Assignment {
+func (c StaticConfig) Assignment() partition.Assignment {
 	if len(c.Members) > 0 {
-		return BalancedAssignment(c.Members, c.MaxMembers)
+		return partition.BalancedAssignment(c.Members, c.MaxMembers)
 	}
-	return MappedAssignment(c.MemberMappings, c.MaxMembers)
+	return partition.MappedAssignment(c.MemberMappings, c.MaxMembers)
 }
 
 // IsMember reports whether name is in the group's membership.
@@ -250,14 +252,14 @@ func (c StaticConfig) IsMember(name string) bool {
 	if len(c.Members) > 0 {
 		return slices.Contains(c.Members, name)
 	}
-	return slices.ContainsFunc(c.MemberMappings, func(m MemberMapping) bool { return m.Member == name })
+	return slices.ContainsFunc(c.MemberMappings, func(m partition.MemberMapping) bool { return m.Member == name })
 }
 
 // MemberNames lists the configured members: the normalised member list or
 // the mapping entries in stored order.
 func (c StaticConfig) MemberNames() []string {
 	if len(c.Members) > 0 {
-		return BalancedMembers(c.Members, c.MaxMembers)
+		return partition.BalancedMembers(c.Members, c.MaxMembers)
 	}
 	out := make([]string, 0, len(c.MemberMappings))
 	for _, mm := range c.MemberMappings {
@@ -273,12 +275,12 @@ func (c StaticConfig) MemberFilters(member string) []string {
 	if len(c.Members) == 0 {
 		for _, mm := range c.MemberMappings {
 			if mm.Member == member {
-				return PartitionFilters(mm.Partitions, c.Filters)
+				return partition.PartitionFilters(mm.Partitions, c.Filters)
 			}
 		}
-		return PartitionFilters(nil, c.Filters)
+		return partition.PartitionFilters(nil, c.Filters)
 	}
-	return PartitionFilters(c.Assignment().MemberPartitions(member), c.Filters)
+	return partition.PartitionFilters(c.Assignment().MemberPartitions(member), c.Filters)
 }
 
 // Equal reports whether two configurations describe the same group.
@@ -304,7 +306,7 @@ func (c StaticConfig) Diff(o StaticConfig) []string {
 	a, _ := json.Marshal(c.MemberMappings)
 	b, _ := json.Marshal(o.MemberMappings)
 	if string(a) != string(b) {
-		out = append(out, fmt.Sprintf("mappings %s (asked %s)", FormatMappings(c.MemberMappings), FormatMappings(o.MemberMappings)))
+		out = append(out, fmt.Sprintf("mappings %s (asked %s)", partition.FormatMappings(c.MemberMappings), partition.FormatMappings(o.MemberMappings)))
 	}
 	return out
 }
@@ -315,18 +317,18 @@ const maxMappingRange = 1 << 20
 
 // ParseMapping reads one command-line mapping entry `member:p1,p2,...`;
 // ranges such as 0-4 are accepted too.
-func ParseMapping(s string) (MemberMapping, error) {
+func ParseMapping(s string) (partition.MemberMapping, error) {
 	name, parts, ok := strings.Cut(s, ":")
 	if !ok {
-		return MemberMapping{}, invalid("mapping", strconv.Quote(s), "has no ':'; write member:p1,p2,... such as m1:0,1,2")
+		return partition.MemberMapping{}, invalid("mapping", strconv.Quote(s), "has no ':'; write member:p1,p2,... such as m1:0,1,2")
 	}
 	if err := ValidateName("member", name); err != nil {
-		return MemberMapping{}, invalid("mapping", strconv.Quote(s), "bad member name: %s", err.(*ValidationError).Reason)
+		return partition.MemberMapping{}, invalid("mapping", strconv.Quote(s), "bad member name: %s", err.(*ValidationError).Reason)
 	}
 	if parts == "" {
-		return MemberMapping{}, invalid("mapping", strconv.Quote(s), "lists no partitions; write member:p1,p2,... such as m1:0,1,2")
+		return partition.MemberMapping{}, invalid("mapping", strconv.Quote(s), "lists no partitions; write member:p1,p2,... such as m1:0,1,2")
 	}
-	mm := MemberMapping{Member: name}
+	mm := partition.MemberMapping{Member: name}
 	for _, part := range strings.Split(parts, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, errA := strconv.Atoi(lo)
@@ -336,12 +338,12 @@ func ParseMapping(s string) (MemberMapping, error) {
 			b, errB = strconv.Atoi(hi)
 		}
 		if errA != nil || errB != nil || a < 0 || b < a {
-			return MemberMapping{}, invalid("mapping", strconv.Quote(s), "partition %q is not a number or range; write m1:0,1,2 or m1:0-2", part)
+			return partition.MemberMapping{}, invalid("mapping", strconv.Quote(s), "partition %q is not a number or range; write m1:0,1,2 or m1:0-2", part)
 		}
 		// Expanding a typo such as 0-99999999999 would exhaust memory
 		// before validation could say it is out of range.
 		if b-a >= maxMappingRange {
-			return MemberMapping{}, invalid("mapping", strconv.Quote(s), "range %q spans more than %d partitions", part, maxMappingRange)
+			return partition.MemberMapping{}, invalid("mapping", strconv.Quote(s), "range %q spans more than %d partitions", part, maxMappingRange)
 		}
 		for p := a; p <= b; p++ {
 			mm.Partitions = append(mm.Partitions, p)

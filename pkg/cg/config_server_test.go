@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -14,7 +16,7 @@ import (
 // Validate refuses group filters one of which contains another because the
 // server refuses such a consumer: check subjectSubset against the server.
 func TestConfigFilterOverlapServer(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	srv := natstest.RunServer(t)
 	_, js := natstest.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -46,7 +48,7 @@ func TestConfigFilterOverlapServer(t *testing.T) {
 		_, err := js.CreateConsumer(ctx, "OVERLAP", jetstream.ConsumerConfig{
 			Name:           "c",
 			AckPolicy:      jetstream.AckExplicitPolicy,
-			FilterSubjects: PartitionFilters([]int{0}, []string{a, b}),
+			FilterSubjects: partition.PartitionFilters([]int{0}, []string{a, b}),
 		})
 		serverRefuses := err != nil
 		if err == nil {
@@ -71,7 +73,7 @@ func TestConfigFilterOverlapServer(t *testing.T) {
 // ValidateName refuses for stream and group names exactly the characters
 // the KV API refuses in the key <stream>.<group>.
 func TestConfigNameKVKeyServer(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	srv := natstest.RunServer(t)
 	_, js := natstest.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -82,7 +84,7 @@ func TestConfigNameKVKeyServer(t *testing.T) {
 	}
 	names := []string{"ORDERS", "g-1", "g_1", "g=1", "G9", "grüppe", "g@1", "g#1", "g+1", "g:1", "g,1", "g~1", "g%1", "日本", "g'1", "g$1", "g!", "g(1)"}
 	for len(names) < 200 {
-		names = append(names, randToken(r))
+		names = append(names, partitiontest.Token(r))
 	}
 	for _, name := range names {
 		if strings.ContainsAny(name, `/\`) {

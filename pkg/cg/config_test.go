@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 	"github.com/synadia-io/orbit.go/pcgroups"
 )
 
@@ -90,12 +92,12 @@ func TestConfigValidateFilter(t *testing.T) {
 }
 
 // mapped builds member mappings from "m1:0,1" style entries.
-func mapped(t *testing.T, entries ...string) []MemberMapping {
+func mapped(t *testing.T, entries ...string) []partition.MemberMapping {
 	t.Helper()
-	var out []MemberMapping
+	var out []partition.MemberMapping
 	for _, e := range entries {
 		name, parts, _ := strings.Cut(e, ":")
-		mm := MemberMapping{Member: name}
+		mm := partition.MemberMapping{Member: name}
 		if parts != "" {
 			for _, p := range strings.Split(parts, ",") {
 				var n int
@@ -259,7 +261,7 @@ func FuzzConfigParseMapping(f *testing.F) {
 		if ValidateName("member", mm.Member) != nil || len(mm.Partitions) == 0 {
 			t.Fatalf("ParseMapping(%q) = %+v", s, mm)
 		}
-		back, err := ParseMapping(FormatMappings([]MemberMapping{mm}))
+		back, err := ParseMapping(partition.FormatMappings([]partition.MemberMapping{mm}))
 		if err != nil || back.Member != mm.Member || !slices.Equal(back.Partitions, mm.Partitions) {
 			t.Fatalf("ParseMapping(%q) = %+v, round trip %+v, %v", s, mm, back, err)
 		}
@@ -267,7 +269,7 @@ func FuzzConfigParseMapping(f *testing.F) {
 }
 
 func TestConfigFormatMappings(t *testing.T) {
-	got := FormatMappings(mapped(t, "m1:0,3", "m2:2,1"))
+	got := partition.FormatMappings(mapped(t, "m1:0,3", "m2:2,1"))
 	if got != "m1:0,3 m2:2,1" {
 		t.Errorf("FormatMappings = %q", got)
 	}
@@ -316,7 +318,8 @@ func TestConfigMembership(t *testing.T) {
 	}
 }
 
-// specJSON encodes v without HTML escaping: the form SPEC §3 writes.
+// specJSON encodes v without HTML escaping: the form the on-server
+// contract writes.
 func specJSON(t *testing.T, v any) string {
 	t.Helper()
 	var b strings.Builder
@@ -328,14 +331,14 @@ func specJSON(t *testing.T, v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// SPEC §3 writes the stored value with a bare '>'. json.Marshal, which the
+// The contract writes the stored value with a bare '>'. json.Marshal, which the
 // reference uses to store it, escapes '>' (and '<', '&') as \u003e; both
 // spellings decode to the same value in both implementations, so stored
 // values must be compared decoded, never as bytes.
 func TestConfigJSONExact(t *testing.T) {
 	for _, c := range []struct {
 		cfg  StaticConfig
-		want string // SPEC form
+		want string // the contract's form
 	}{
 		{StaticConfig{MaxMembers: 10, Filters: []string{">"}, Members: []string{"m1", "m2"}},
 			`{"max_members":10,"filters":[">"],"members":["m1","m2"]}`},
@@ -345,7 +348,7 @@ func TestConfigJSONExact(t *testing.T) {
 			`{"max_members":4,"filters":["orders.*"],"member_mappings":[{"member":"m1","partitions":[3,2,1,0]}]}`},
 		// Empty fields are omitted, nil or not.
 		{StaticConfig{MaxMembers: 3}, `{"max_members":3}`},
-		{StaticConfig{MaxMembers: 3, Filters: []string{}, Members: []string{}, MemberMappings: []MemberMapping{}}, `{"max_members":3}`},
+		{StaticConfig{MaxMembers: 3, Filters: []string{}, Members: []string{}, MemberMappings: []partition.MemberMapping{}}, `{"max_members":3}`},
 	} {
 		if got := specJSON(t, c.cfg); got != c.want {
 			t.Errorf("%+v encodes as %s, want %s", c.cfg, got, c.want)
@@ -374,7 +377,7 @@ func TestConfigJSONExact(t *testing.T) {
 			}
 		}
 	}
-	// SPEC §3's example value (members and mappings together, which
+	// The contract's example value (members and mappings together, which
 	// ValidateStored refuses) still parses field by field.
 	const spec = `{"max_members":10,"filters":[">"],"members":["m1","m2"],"member_mappings":[{"member":"m1","partitions":[0,1]}]}`
 	var c StaticConfig
@@ -382,16 +385,16 @@ func TestConfigJSONExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := specJSON(t, c); got != spec {
-		t.Errorf("SPEC example re-encoded as %s", got)
+		t.Errorf("the contract's example re-encoded as %s", got)
 	}
 	if err := c.ValidateStored(); err == nil {
-		t.Errorf("SPEC example with members and mappings validated")
+		t.Errorf("the contract's example with members and mappings validated")
 	}
 }
 
 // Our stored value is the reference's, byte for byte, both ways.
 func TestConfigJSONReference(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	var cfgs []StaticConfig
 	cfgs = append(cfgs,
 		StaticConfig{MaxMembers: 10, Filters: []string{">"}, Members: []string{"m1", "m2"}},
@@ -401,13 +404,13 @@ func TestConfigJSONReference(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		c := StaticConfig{MaxMembers: 1 + r.IntN(1024)}
 		for k := r.IntN(3); k > 0; k-- {
-			c.Filters = append(c.Filters, randFilter(r, r.IntN(3), randLiteral(r)))
+			c.Filters = append(c.Filters, partitiontest.Filter(r, r.IntN(3), partitiontest.Literal(r)))
 		}
 		if r.IntN(2) == 0 {
-			c.Members = randMembers(r, 8)
+			c.Members = partitiontest.Members(r, 8)
 		} else {
 			for k := r.IntN(4); k > 0; k-- {
-				mm := MemberMapping{Member: randToken(r)}
+				mm := partition.MemberMapping{Member: partitiontest.Token(r)}
 				for p := r.IntN(4); p > 0; p-- {
 					mm.Partitions = append(mm.Partitions, r.IntN(c.MaxMembers))
 				}
@@ -454,5 +457,61 @@ func TestChangedFromNamesNewThenOld(t *testing.T) {
 	got := strings.Join(changedFrom(old, cur), "; ")
 	if got != "members [m1 m2 m3] (was [m1 m2])" {
 		t.Fatalf("changedFrom = %q", got)
+	}
+}
+
+// A cg member and a reference member of one group must put the same
+// filters on their consumers, or they would share (or both skip) a
+// partition: MemberFilters matches the reference library's own function
+// for random balanced groups with filters and random mapped groups.
+func TestMemberFiltersMatchReference(t *testing.T) {
+	r := partitiontest.Rand(partitiontest.Seed(t))
+	reference := func(cfg StaticConfig, member string) []string {
+		var mms []pcgroups.MemberMapping
+		for _, mm := range cfg.MemberMappings {
+			mms = append(mms, pcgroups.MemberMapping{Member: mm.Member, Partitions: mm.Partitions})
+		}
+		filters := cfg.Filters
+		if len(filters) == 0 {
+			filters = []string{">"}
+		}
+		var out []string
+		for _, f := range filters {
+			out = append(out, pcgroups.GeneratePartitionFilters(cfg.Members, uint(cfg.MaxMembers), mms, member, f)...)
+		}
+		return out
+	}
+	for i := 0; i < 500; i++ {
+		n := 1 + r.IntN(100)
+		cfg := StaticConfig{MaxMembers: n}
+		if i%2 == 0 {
+			cfg.Members = partitiontest.Members(r, 1+r.IntN(20))
+			if len(cfg.Members) == 0 {
+				cfg.Members = []string{"m1"}
+			}
+			for k := r.IntN(3); k > 0; k-- {
+				cfg.Filters = append(cfg.Filters, partitiontest.Filter(r, r.IntN(3), partitiontest.Literal(r)))
+			}
+		} else {
+			m := 1 + r.IntN(n)
+			for k := 0; k < m; k++ {
+				cfg.MemberMappings = append(cfg.MemberMappings, partition.MemberMapping{Member: fmt.Sprintf("m%d", k)})
+			}
+			for _, p := range r.Perm(n) {
+				k := r.IntN(m)
+				if p < m {
+					k = p // every entry gets at least one partition
+				}
+				cfg.MemberMappings[k].Partitions = append(cfg.MemberMappings[k].Partitions, p)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("%+v: %v", cfg, err)
+			}
+		}
+		for _, m := range append(cfg.MemberNames(), "stranger") {
+			if got, want := cfg.MemberFilters(m), reference(cfg, m); !slices.Equal(got, want) {
+				t.Fatalf("%+v member %q: MemberFilters = %q, reference %q", cfg, m, got, want)
+			}
+		}
 	}
 }

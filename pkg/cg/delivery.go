@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 )
 
@@ -205,7 +206,7 @@ func (s bindingSink) handle(raw *nats.Msg) {
 // callHandler gives raw to the user's handler.
 func (s bindingSink) callHandler(raw *nats.Msg) {
 	m := s.m
-	subject, p := StripPartition(raw.Subject)
+	subject, p := partition.StripPartition(raw.Subject)
 	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
 		ackBound: min(m.opts.AckWait, doubleAckTimeout)})
 }
@@ -228,7 +229,7 @@ func (s bindingSink) acked(raw *nats.Msg) bool {
 func (s bindingSink) keepAlive(raw *nats.Msg) error { return s.msg(raw).InProgress() }
 
 func (s bindingSink) unsettledMsg(raw *nats.Msg, refused error) *Msg {
-	subject, p := StripPartition(raw.Subject)
+	subject, p := partition.StripPartition(raw.Subject)
 	return &Msg{Msg: unsettled{jsMsg: s.msg(raw), refused: refused}, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id")}
 }
 

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -331,7 +333,7 @@ func roomFor(cfg ElasticConfig, group, member string) error {
 	if cfg.IsMember(member) {
 		return nil
 	}
-	if n := len(BalancedMembers(append(currentMembers(cfg), member), -1)); n > cfg.MaxMembers {
+	if n := len(partition.BalancedMembers(append(currentMembers(cfg), member), -1)); n > cfg.MaxMembers {
 		return invalid("member", member, "elastic group %q has %d partitions and as many members already: drop a member, or create the group with more partitions", group, cfg.MaxMembers)
 	}
 	return nil
@@ -743,7 +745,7 @@ func (c *Client) deleteDynamic(ctx context.Context, stream, group string) {
 
 // fillDynamic marks gi's dynamic members and when each was last seen,
 // from the group's records in DynamicBucket (none without the bucket).
-func (c *Client) fillDynamic(ctx context.Context, gi *GroupInfo) {
+func (c *Client) fillDynamic(ctx context.Context, gi *health.GroupInfo) {
 	kv, err := c.js.KeyValue(ctx, DynamicBucket)
 	if err != nil {
 		return

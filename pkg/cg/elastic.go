@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,14 +31,15 @@ type CreateElasticResult struct {
 }
 
 // ElasticTransforms are the subject transforms through which a group's
-// work-queue stream sources the origin stream (SPEC §5).
+// work-queue stream sources the origin stream, as the reference writes
+// them.
 func ElasticTransforms(cfg ElasticConfig) []jetstream.SubjectTransformConfig {
 	if len(cfg.PartitioningFilters) == 0 {
-		return []jetstream.SubjectTransformConfig{{Source: ">", Destination: ElasticTransformDestination(cfg.MaxMembers, ">", nil)}}
+		return []jetstream.SubjectTransformConfig{{Source: ">", Destination: partition.ElasticTransformDestination(cfg.MaxMembers, ">", nil)}}
 	}
 	out := make([]jetstream.SubjectTransformConfig, len(cfg.PartitioningFilters))
 	for i, pf := range cfg.PartitioningFilters {
-		out[i] = jetstream.SubjectTransformConfig{Source: pf.Filter, Destination: ElasticTransformDestination(cfg.MaxMembers, pf.Filter, pf.PartitioningWildcards)}
+		out[i] = jetstream.SubjectTransformConfig{Source: pf.Filter, Destination: partition.ElasticTransformDestination(cfg.MaxMembers, pf.Filter, pf.PartitioningWildcards)}
 	}
 	return out
 }
@@ -109,7 +112,7 @@ func (c *Client) CreateElastic(ctx context.Context, stream, group string, cfg El
 		return res, err
 	}
 	if len(clashes) > 0 {
-		return res, clashes[0].error("elastic", stream, group)
+		return res, clashes[0].error(KindElastic, stream, group)
 	}
 	if err := c.otherLayoutHas(ctx, KindElastic, stream, group, cfg.Layout); err != nil {
 		return res, err
@@ -259,23 +262,11 @@ func (c *Client) ElasticConfig(ctx context.Context, stream, group string) (Elast
 	return cfg, err
 }
 
-// ListElastic returns the names of the elastic groups on stream.
-//
-// Deprecated: use [Client.List] with [KindElastic], the same call for either kind.
-func (c *Client) ListElastic(ctx context.Context, stream string) ([]string, error) {
-	if _, err := c.streamInfo(ctx, stream); err != nil {
-		return nil, err
-	}
-	return c.listGroups(ctx, "elastic", stream)
-}
-
-// DeleteElastic removes the group's KV entry and its work-queue stream
+// deleteElastic removes the group's KV entry and its work-queue stream
 // (with the member consumers on it), nothing else: a stream of that name
 // that is not the group's own (WorkStreamOwned) is kept and reported in
 // Kept.
-//
-// Deprecated: use [Client.Delete] with [KindElastic], the same call for either kind.
-func (c *Client) DeleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
+func (c *Client) deleteElastic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
 	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err
@@ -350,7 +341,7 @@ type MembershipChange struct {
 	Config    ElasticConfig `json:"config"`
 	Revision  uint64        `json:"revision"`
 	// Moves are the partitions that changed owner.
-	Moves []Move `json:"moves"`
+	Moves []partition.Move `json:"moves"`
 	// Previous is the configuration the change was applied to.
 	Previous ElasticConfig `json:"-"`
 	// DryRun: nothing was written; Config and Moves are what the change
@@ -358,6 +349,24 @@ type MembershipChange struct {
 	DryRun bool `json:"-"`
 	// Minimal: the change was planned with the Minimal option.
 	Minimal bool `json:"minimal,omitempty"`
+}
+
+// MinimumMoves is the fewest partitions the change had to move: to any
+// balanced assignment over the new members (an add or drop, also a
+// Minimal one that stored mappings), or to the new mappings' shares.
+func (mc MembershipChange) MinimumMoves() int {
+	before := mc.Previous.Assignment()
+	if len(mc.Config.MemberMappings) == 0 || mc.Minimal {
+		return partition.MinimumBalancedMoves(before, mc.Config.MemberNames())
+	}
+	return partition.MinimumMoves(before, mc.Config.Assignment())
+}
+
+// BalancedMoves is how many partitions re-spreading a member list of the
+// new members would move: what an add or drop without Minimal moves, to
+// compare a Minimal change with.
+func (mc MembershipChange) BalancedMoves() int {
+	return len(partition.Moves(mc.Previous.Assignment(), partition.BalancedAssignment(mc.Config.MemberNames(), mc.Config.MaxMembers)))
 }
 
 // ChangeOption tunes AddMembers, DropMembers and SetMappings.
@@ -420,7 +429,7 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, o chan
 		}
 		if o.dryRun {
 			mc.Config, mc.Revision = next, rev
-			mc.Moves = Moves(before, next.Assignment())
+			mc.Moves = partition.Moves(before, next.Assignment())
 			return mc, nil
 		}
 		raw, err := json.Marshal(next)
@@ -430,7 +439,7 @@ func (c *Client) updateElastic(ctx context.Context, stream, group string, o chan
 		newRev, err := kv.Update(ctx, Key(stream, group), raw, rev)
 		if err == nil {
 			mc.Config, mc.Revision = next, newRev
-			mc.Moves = Moves(before, next.Assignment())
+			mc.Moves = partition.Moves(before, next.Assignment())
 			return mc, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) || attempt >= maxCASRetries {
@@ -455,8 +464,8 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 	o := applyOptions(opts)
 	mc, err := c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
-			return &RemedyError{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
-				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "add",
+			return &health.Error{Err: ErrMappedGroup, Fix: "add with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
+				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: KindElastic.String(), Stream: stream, Group: group, Op: "add",
 					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
@@ -468,7 +477,7 @@ func (c *Client) AddMembers(ctx context.Context, stream, group string, members [
 			list = append(list, m)
 			mc.Changed = append(mc.Changed, m)
 		}
-		if n := len(BalancedMembers(list, -1)); n > cfg.MaxMembers {
+		if n := len(partition.BalancedMembers(list, -1)); n > cfg.MaxMembers {
 			return invalid("members", strconv.Itoa(n), "more members than partitions (max-members is %d); drop some first", cfg.MaxMembers)
 		}
 		setMembers(cfg, list, o.minimal && len(mc.Changed) > 0)
@@ -492,8 +501,8 @@ func (c *Client) DropMembers(ctx context.Context, stream, group string, members 
 	o := applyOptions(opts)
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
 		if len(cfg.MemberMappings) > 0 && !o.minimal {
-			return &RemedyError{Err: ErrMappedGroup, Fix: "drop with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
-				Remedy: Remedy{Code: RemedyMinimalOrDeleteMappings, Kind: "elastic", Stream: stream, Group: group, Op: "drop",
+			return &health.Error{Err: ErrMappedGroup, Fix: "drop with the minimal option to keep even shares with the fewest moves, or delete the mappings first",
+				Remedy: health.Remedy{Code: health.RemedyMinimalOrDeleteMappings, Kind: KindElastic.String(), Stream: stream, Group: group, Op: "drop",
 					Lead: fmt.Sprintf("elastic group %q uses member mappings; ", group)}}
 		}
 		list := currentMembers(*cfg)
@@ -548,7 +557,7 @@ func checkMemberNames(members []string) error {
 
 // SetMappings replaces an elastic group's membership with explicit
 // mappings; every partition must be mapped exactly once.
-func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []MemberMapping, opts ...ChangeOption) (MembershipChange, error) {
+func (c *Client) SetMappings(ctx context.Context, stream, group string, mms []partition.MemberMapping, opts ...ChangeOption) (MembershipChange, error) {
 	o := applyOptions(opts)
 	o.minimal = false
 	return c.updateElastic(ctx, stream, group, o, func(cfg *ElasticConfig, mc *MembershipChange) error {
@@ -593,16 +602,10 @@ func (c *Client) DeleteMappings(ctx context.Context, stream, group string, membe
 	})
 }
 
-// ElasticInfo returns an elastic group's configuration, member states,
+// elasticInfo reads an elastic group's configuration, member states,
 // per-partition backlog and lag in the work stream and its sourcing lag.
-//
-// Deprecated: use [Client.Info] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
-	return c.elasticInfo(ctx, stream, group, lagScope{all: true})
-}
-
-func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (GroupInfo, error) {
-	gi := GroupInfo{Kind: "elastic", Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
+func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
+	gi := health.GroupInfo{Kind: KindElastic.String(), Stream: stream, Group: group, WorkStream: WorkStreamName(stream, group)}
 	if _, err := c.streamInfo(ctx, stream); err != nil {
 		return gi, err
 	}
@@ -614,8 +617,8 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 	ws, err := c.js.Stream(ctx, gi.WorkStream)
 	if err != nil {
 		if badServerName(err) {
-			return gi, &RemedyError{Err: ErrStreamNotFound, Fix: "delete the group",
-				Remedy: Remedy{Code: RemedyDeleteGroup, Kind: "elastic", Stream: stream, Group: group,
+			return gi, &health.Error{Err: ErrStreamNotFound, Fix: "delete the group",
+				Remedy: health.Remedy{Code: health.RemedyDeleteGroup, Kind: KindElastic.String(), Stream: stream, Group: group,
 					Lead: fmt.Sprintf("%v: elastic group %q's work stream name %s is one the server cannot have (the group was stored by another tool), so it can never be consumed; ", ErrStreamNotFound, group, gi.WorkStream)}}
 		}
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -666,54 +669,9 @@ func (c *Client) elasticInfo(ctx context.Context, stream, group string, scope la
 		return gi, fmt.Errorf("work stream %s: %w", gi.WorkStream, err)
 	}
 	for subj, n := range si.State.Subjects {
-		if _, p := StripPartition(subj); p >= 0 && p < cfg.MaxMembers {
+		if _, p := partition.StripPartition(subj); p >= 0 && p < cfg.MaxMembers {
 			gi.Backlog[p] += n
 		}
 	}
 	return gi, nil
-}
-
-// ElasticMemberInfo returns one member's state, with its lag.
-//
-// Deprecated: use [Client.MemberInfo] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
-	return c.elasticMemberInfo(ctx, stream, group, member, lagScope{member: member})
-}
-
-func (c *Client) elasticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (MemberStatus, error) {
-	gi, err := c.elasticInfo(ctx, stream, group, scope)
-	if err != nil {
-		return MemberStatus{}, err
-	}
-	for _, ms := range gi.Members {
-		if ms.Member == member {
-			return ms, nil
-		}
-	}
-	return MemberStatus{}, fmt.Errorf("%w: %q is not a member of elastic group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
-}
-
-// ElasticStepDown unpins the member's pinned instance.
-//
-// Deprecated: use [Client.StepDown] with [KindElastic], the same call for either kind.
-func (c *Client) ElasticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	for try := 0; ; try++ {
-		ms, err := c.elasticMemberInfo(ctx, stream, group, member, lagScope{})
-		if err != nil {
-			return StepDownResult{}, err
-		}
-		res, err := c.stepDown(ctx, WorkStreamName(stream, group), ms)
-		// A rebalance remakes the consumer of a member whose partitions
-		// changed: between the read and the unpin it can be gone, and a
-		// moment later it is there again. Read it again rather than fail
-		// a step-down given right after an add or a drop.
-		if !errors.Is(err, jetstream.ErrConsumerNotFound) || try == 4 {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return res, err
-		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
-		}
-	}
 }

@@ -6,11 +6,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 var (
-	_ GroupConfig = StaticConfig{}
-	_ GroupConfig = ElasticConfig{}
+	_ health.GroupConfig = StaticConfig{}
+	_ health.GroupConfig = ElasticConfig{}
 )
 
 // PartitionCount implements GroupConfig.
@@ -131,12 +134,12 @@ func DefaultPartitioningFilters(subjects []string) []PartitioningFilter {
 // names (max_buffered_msg, singular) and omitempty rules are the
 // reference's.
 type ElasticConfig struct {
-	MaxMembers          int                  `json:"max_members"`
-	PartitioningFilters []PartitioningFilter `json:"partitioning_filters"`
-	MaxBufferedMsgs     int64                `json:"max_buffered_msg,omitempty"`
-	MaxBufferedBytes    int64                `json:"max_buffered_bytes,omitempty"`
-	Members             []string             `json:"members,omitempty"`
-	MemberMappings      []MemberMapping      `json:"member_mappings,omitempty"`
+	MaxMembers          int                       `json:"max_members"`
+	PartitioningFilters []PartitioningFilter      `json:"partitioning_filters"`
+	MaxBufferedMsgs     int64                     `json:"max_buffered_msg,omitempty"`
+	MaxBufferedBytes    int64                     `json:"max_buffered_bytes,omitempty"`
+	Members             []string                  `json:"members,omitempty"`
+	MemberMappings      []partition.MemberMapping `json:"member_mappings,omitempty"`
 	// Layout is LayoutMember when empty; LayoutPartition groups are stored
 	// in ElasticPartitionBucket.
 	Layout Layout `json:"layout,omitempty"`
@@ -161,11 +164,11 @@ func (c ElasticConfig) SubjectFilters() []string {
 }
 
 // Assignment implements GroupConfig.
-func (c ElasticConfig) Assignment() Assignment {
+func (c ElasticConfig) Assignment() partition.Assignment {
 	if len(c.Members) > 0 {
-		return BalancedAssignment(c.Members, c.MaxMembers)
+		return partition.BalancedAssignment(c.Members, c.MaxMembers)
 	}
-	return MappedAssignment(c.MemberMappings, c.MaxMembers)
+	return partition.MappedAssignment(c.MemberMappings, c.MaxMembers)
 }
 
 // IsMember implements GroupConfig.
@@ -188,7 +191,7 @@ func (c ElasticConfig) MemberFilters(member string) []string {
 		var out []string
 		for _, mm := range c.MemberMappings {
 			if mm.Member == member {
-				out = append(out, PartitionFilters(mm.Partitions, nil)...)
+				out = append(out, partition.PartitionFilters(mm.Partitions, nil)...)
 			}
 		}
 		return out
@@ -295,3 +298,17 @@ func normalizeNull(b []byte) []byte {
 
 // WorkStreamName is the hidden work-queue stream of an elastic group.
 func WorkStreamName(stream, group string) string { return stream + "-" + group }
+
+// minimalChange sets cfg's membership to list the minimal way: mappings
+// from MinimalMappings, unless a plain member list moves no more
+// partitions (growing from one member to two, dropping the last member),
+// in which case the member list stays: it is the contract's simpler form,
+// and plain add and drop (the reference's too) can still change it.
+func minimalChange(cfg *ElasticConfig, list []string) {
+	before := cfg.Assignment()
+	if len(partition.Moves(before, partition.BalancedAssignment(list, cfg.MaxMembers))) <= partition.MinimumBalancedMoves(before, list) {
+		cfg.Members, cfg.MemberMappings = list, nil
+		return
+	}
+	cfg.Members, cfg.MemberMappings = nil, partition.MinimalMappings(before, list)
+}

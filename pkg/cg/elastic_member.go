@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -221,7 +222,7 @@ func (m *elasticStrategy) reconcile() time.Duration {
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
 	if err == nil && !groupConsumer(cons.CachedInfo().Config, m.stream, m.group, cfg.MaxMembers) {
 		// Not this group's: never join, change or delete it.
-		_, why := MemberConsumerOwned(cons.CachedInfo().Config, "elastic", m.stream, m.group, m.member, want)
+		_, why := MemberConsumerOwned(cons.CachedInfo().Config, KindElastic, m.stream, m.group, m.member, want)
 		m.setWaiting(notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("elastic group %q on %s (member %q)", m.group, m.stream, m.member), why, "remove it to let this member consume").Error())
 		return time.Second
 	}
@@ -262,7 +263,7 @@ func (m *elasticStrategy) reconcile() time.Duration {
 		if m.clearStale(ctx, cfg, want) {
 			return 10 * time.Millisecond
 		}
-		m.setWaiting("waiting for the previous owner to let go of partitions " + Ranges(parts))
+		m.setWaiting("waiting for the previous owner to let go of partitions " + partition.Ranges(parts))
 		return 100 * time.Millisecond
 	case m.ctx.Err() != nil:
 		return 0
@@ -282,7 +283,7 @@ func (m *elasticStrategy) attachElastic(want []string, parts []int) time.Duratio
 	}
 	delete(m.staleSeen, m.consumer)
 	m.waitingOn = ""
-	m.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + Ranges(parts)})
+	m.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + partition.Ranges(parts)})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
 	return 0
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // Members whose consumer or work stream is deleted under them (a `nats
@@ -32,9 +34,9 @@ func (m *elasticStrategy) workStreamGone() time.Duration {
 		go m.stop(nil, "group deleted")
 		return 0
 	}
-	go m.stop(&RemedyError{Err: ErrWorkStreamGone,
+	go m.stop(&health.Error{Err: ErrWorkStreamGone,
 		Fix: fmt.Sprintf("re-run the group's create with its partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group", m.stream),
-		Remedy: Remedy{Code: RemedyRebuildWorkStream, Kind: "elastic", Stream: m.stream, Group: m.group,
+		Remedy: health.Remedy{Code: health.RemedyRebuildWorkStream, Kind: KindElastic.String(), Stream: m.stream, Group: m.group,
 			Lead: fmt.Sprintf("work stream %s of elastic group %s was deleted; a member cannot recreate it: ", m.cstream, m.group)}}, "work stream deleted")
 	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
@@ -188,9 +189,9 @@ func TestElasticWorkStreamDeletedStopsMember(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("member still running 5s after its work stream was deleted")
 	}
-	var re *cg.RemedyError
+	var re *health.Error
 	if err := m.Err(); !errors.Is(err, cg.ErrWorkStreamGone) || !strings.Contains(err.Error(), "re-run the group's create") ||
-		!errors.As(err, &re) || re.Remedy.Code != cg.RemedyRebuildWorkStream || re.Remedy.Stream != "ORDERS" || re.Remedy.Group != "g" {
+		!errors.As(err, &re) || re.Remedy.Code != health.RemedyRebuildWorkStream || re.Remedy.Stream != "ORDERS" || re.Remedy.Group != "g" {
 		t.Fatalf("stopped with %v, want ErrWorkStreamGone saying to re-run create", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -27,9 +28,9 @@ func workStreamJoinProblem(si *jetstream.StreamInfo, stream, group string, cfg E
 	if len(filters) == 0 {
 		filters = append(filters, ">")
 	}
-	return &RemedyError{Err: ErrStreamNotReady,
+	return &health.Error{Err: ErrStreamNotReady,
 		Fix: fmt.Sprintf("re-run the group's create with max members %d and filters %s (it repairs the work stream), or delete and recreate the group", cfg.MaxMembers, strings.Join(filters, " ")),
-		Remedy: Remedy{Code: RemedyRepairWorkStreamJoin, Kind: "elastic", Stream: stream, Group: group, MaxMembers: cfg.MaxMembers, Filters: filters,
+		Remedy: health.Remedy{Code: health.RemedyRepairWorkStreamJoin, Kind: KindElastic.String(), Stream: stream, Group: group, MaxMembers: cfg.MaxMembers, Filters: filters,
 			Lead: fmt.Sprintf("%v: work stream %s of elastic group %q sources %s, but the group's configuration gives %s through %s: members would serve only part of what it holds, the rest never; ",
 				ErrStreamNotReady, si.Config.Name, group, have, stream, formatTransforms(want))}}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -46,9 +47,9 @@ func TestJoinElasticRefusesWorkStreamOtherPartitions(t *testing.T) {
 		m.Stop()
 		t.Fatal("joined a group whose work stream stamps partitions no member serves")
 	}
-	var re *RemedyError
+	var re *health.Error
 	if !errors.Is(err, ErrStreamNotReady) || !strings.Contains(err.Error(), "R-g") || !strings.Contains(err.Error(), "re-run the group's create with max members 4") ||
-		!errors.As(err, &re) || re.Remedy.Code != RemedyRepairWorkStreamJoin || re.Remedy.Stream != "R" || re.Remedy.Group != "g" || re.Remedy.MaxMembers != 4 {
+		!errors.As(err, &re) || re.Remedy.Code != health.RemedyRepairWorkStreamJoin || re.Remedy.Stream != "R" || re.Remedy.Group != "g" || re.Remedy.MaxMembers != 4 {
 		t.Fatalf("error: %v", err)
 	}
 	if _, err := c.CreateElastic(ctx, "R", "g", ElasticConfig{MaxMembers: 4, PartitioningFilters: cfg.PartitioningFilters}); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // KeyReader returns what reads the partitioning key off the subject a
@@ -64,7 +66,7 @@ func elasticKeyTokens(filters []PartitioningFilter) func(string) ([]string, bool
 			if f == "" {
 				f = ">"
 			}
-			if toks, err := PartitionKeyTokens(subject, f, pf.PartitioningWildcards); err == nil {
+			if toks, err := partition.PartitionKeyTokens(subject, f, pf.PartitioningWildcards); err == nil {
 				return toks, true
 			}
 		}
@@ -78,7 +80,7 @@ func elasticKeyTokens(filters []PartitioningFilter) func(string) ([]string, bool
 // destination does not carry them all (or, with none listed, does not
 // reproduce the source subject), the key cannot be read. A whole hashed
 // subject is the one token.
-func staticKeyTokens(pt PartitionTransform) func(string) ([]string, bool) {
+func staticKeyTokens(pt partition.PartitionTransform) func(string) ([]string, bool) {
 	rest := ""
 	if i := strings.Index(pt.Destination, "}}"); i >= 0 {
 		rest = strings.TrimPrefix(pt.Destination[i+2:], ".")

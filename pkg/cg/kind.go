@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Kind is one of the two kinds of consumer group: static or elastic. The
@@ -20,10 +25,6 @@ const (
 	// consumers live on the group's work-queue stream <stream>-<group>.
 	KindElastic Kind = "elastic"
 )
-
-// ErrUnknownKind is returned, wrapped, for a Kind that is neither
-// KindStatic nor KindElastic.
-var ErrUnknownKind = errors.New("unknown group kind")
 
 // Kinds lists the kinds in the order cg shows them.
 func Kinds() []Kind { return []Kind{KindStatic, KindElastic} }
@@ -50,14 +51,79 @@ func (k Kind) Valid() error {
 	return fmt.Errorf("%w %q: want %q or %q", ErrUnknownKind, string(k), KindStatic, KindElastic)
 }
 
+// kindOps is what a kind does its own way for the calls both kinds share;
+// those calls are written once, over it, and no other code asks which kind
+// it holds to pick between them.
+type kindOps interface {
+	bucket() string
+	partitionBucket() string
+	workStream(stream, group string) string
+	config(ctx context.Context, c *Client, stream, group string) (health.GroupConfig, error)
+	info(ctx context.Context, c *Client, stream, group string, scope lagScope) (health.GroupInfo, error)
+	delete(ctx context.Context, c *Client, stream, group string) (DeleteResult, error)
+	join(ctx context.Context, c *Client, stream, group, member string, h Handler, opts JoinOptions) (*Member, error)
+}
+
+type staticOps struct{}
+
+func (staticOps) bucket() string                     { return StaticBucket }
+func (staticOps) partitionBucket() string            { return StaticPartitionBucket }
+func (staticOps) workStream(stream, _ string) string { return stream }
+func (staticOps) config(ctx context.Context, c *Client, stream, group string) (health.GroupConfig, error) {
+	cfg, err := c.StaticConfig(ctx, stream, group)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+func (staticOps) info(ctx context.Context, c *Client, stream, group string, scope lagScope) (health.GroupInfo, error) {
+	return c.staticInfo(ctx, stream, group, scope)
+}
+func (staticOps) delete(ctx context.Context, c *Client, stream, group string) (DeleteResult, error) {
+	return c.deleteStatic(ctx, stream, group)
+}
+func (staticOps) join(ctx context.Context, c *Client, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
+	return c.JoinStatic(ctx, stream, group, member, h, opts)
+}
+
+type elasticOps struct{}
+
+func (elasticOps) bucket() string                         { return ElasticBucket }
+func (elasticOps) partitionBucket() string                { return ElasticPartitionBucket }
+func (elasticOps) workStream(stream, group string) string { return WorkStreamName(stream, group) }
+func (elasticOps) config(ctx context.Context, c *Client, stream, group string) (health.GroupConfig, error) {
+	cfg, err := c.ElasticConfig(ctx, stream, group)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+func (elasticOps) info(ctx context.Context, c *Client, stream, group string, scope lagScope) (health.GroupInfo, error) {
+	return c.elasticInfo(ctx, stream, group, scope)
+}
+func (elasticOps) delete(ctx context.Context, c *Client, stream, group string) (DeleteResult, error) {
+	return c.deleteElastic(ctx, stream, group)
+}
+func (elasticOps) join(ctx context.Context, c *Client, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
+	return c.JoinElastic(ctx, stream, group, member, h, opts)
+}
+
+// ops returns the kind's operations, or an error wrapping ErrUnknownKind.
+func (k Kind) ops() (kindOps, error) {
+	switch k {
+	case KindStatic:
+		return staticOps{}, nil
+	case KindElastic:
+		return elasticOps{}, nil
+	}
+	return nil, k.Valid()
+}
+
 // Bucket is the KV bucket the kind's configurations are stored in, "" for
 // an unknown kind.
 func (k Kind) Bucket() string {
-	switch k {
-	case KindStatic:
-		return StaticBucket
-	case KindElastic:
-		return ElasticBucket
+	if o, err := k.ops(); err == nil {
+		return o.bucket()
 	}
 	return ""
 }
@@ -66,11 +132,8 @@ func (k Kind) Bucket() string {
 // group's own stream for static groups, the hidden work-queue stream
 // <stream>-<group> for elastic ones; "" for an unknown kind.
 func (k Kind) WorkStream(stream, group string) string {
-	switch k {
-	case KindStatic:
-		return stream
-	case KindElastic:
-		return WorkStreamName(stream, group)
+	if o, err := k.ops(); err == nil {
+		return o.workStream(stream, group)
 	}
 	return ""
 }
@@ -86,91 +149,102 @@ func (k Kind) CanChangeMembers() bool { return k == KindElastic }
 // KindOf returns the reference's kind as a Kind; check it with Valid.
 func (r GroupRef) KindOf() Kind { return Kind(r.Kind) }
 
-// List returns the names of the groups of kind k on stream, as ListStatic
-// and ListElastic do.
+// List returns the names of the groups of kind k on stream.
 func (c *Client) List(ctx context.Context, k Kind, stream string) ([]string, error) {
-	switch k {
-	case KindStatic:
-		return c.ListStatic(ctx, stream)
-	case KindElastic:
-		return c.ListElastic(ctx, stream)
+	if err := k.Valid(); err != nil {
+		return nil, err
 	}
-	return nil, k.Valid()
+	if _, err := c.streamInfo(ctx, stream); err != nil {
+		return nil, err
+	}
+	return c.listGroups(ctx, k, stream)
 }
 
-// Config returns a group's stored configuration, as StaticConfig and
-// ElasticConfig do, behind the interface the two share.
-func (c *Client) Config(ctx context.Context, k Kind, stream, group string) (GroupConfig, error) {
-	switch k {
-	case KindStatic:
-		cfg, err := c.StaticConfig(ctx, stream, group)
-		if err != nil {
-			return nil, err
+// Config returns a group's stored configuration behind the interface the
+// two kinds share (a StaticConfig or an ElasticConfig).
+func (c *Client) Config(ctx context.Context, k Kind, stream, group string) (health.GroupConfig, error) {
+	o, err := k.ops()
+	if err != nil {
+		return nil, err
+	}
+	return o.config(ctx, c, stream, group)
+}
+
+// Info returns a group's configuration, member states and lag per member
+// and per partition; for an elastic group also the per-partition backlog
+// in its work stream and that stream's sourcing lag.
+func (c *Client) Info(ctx context.Context, k Kind, stream, group string) (health.GroupInfo, error) {
+	o, err := k.ops()
+	if err != nil {
+		return health.GroupInfo{}, err
+	}
+	return o.info(ctx, c, stream, group, lagScope{all: true})
+}
+
+// MemberInfo returns one member's state, with its lag.
+func (c *Client) MemberInfo(ctx context.Context, k Kind, stream, group, member string) (health.MemberStatus, error) {
+	return c.memberInfo(ctx, k, stream, group, member, lagScope{member: member})
+}
+
+func (c *Client) memberInfo(ctx context.Context, k Kind, stream, group, member string, scope lagScope) (health.MemberStatus, error) {
+	o, err := k.ops()
+	if err != nil {
+		return health.MemberStatus{}, err
+	}
+	gi, err := o.info(ctx, c, stream, group, scope)
+	if err != nil {
+		return health.MemberStatus{}, err
+	}
+	for _, ms := range gi.Members {
+		if ms.Member == member {
+			return ms, nil
 		}
-		return cfg, nil
-	case KindElastic:
-		cfg, err := c.ElasticConfig(ctx, stream, group)
-		if err != nil {
-			return nil, err
-		}
-		return cfg, nil
 	}
-	return nil, k.Valid()
+	return health.MemberStatus{}, fmt.Errorf("%w: %q is not a member of %s group %q (members: %s)", ErrMemberNotFound, member, k, group, strings.Join(gi.Config.MemberNames(), ", "))
 }
 
-// Info describes a group of kind k, as StaticInfo and ElasticInfo do.
-func (c *Client) Info(ctx context.Context, k Kind, stream, group string) (GroupInfo, error) {
-	switch k {
-	case KindStatic:
-		return c.StaticInfo(ctx, stream, group)
-	case KindElastic:
-		return c.ElasticInfo(ctx, stream, group)
-	}
-	return GroupInfo{}, k.Valid()
-}
-
-// MemberInfo describes one member of a group of kind k, as
-// StaticMemberInfo and ElasticMemberInfo do.
-func (c *Client) MemberInfo(ctx context.Context, k Kind, stream, group, member string) (MemberStatus, error) {
-	switch k {
-	case KindStatic:
-		return c.StaticMemberInfo(ctx, stream, group, member)
-	case KindElastic:
-		return c.ElasticMemberInfo(ctx, stream, group, member)
-	}
-	return MemberStatus{}, k.Valid()
-}
-
-// StepDown unpins a member's instance, as StaticStepDown and
-// ElasticStepDown do.
+// StepDown unpins the member's pinned instance so the server pins another
+// (a standby, or the same instance when it is the only one).
 func (c *Client) StepDown(ctx context.Context, k Kind, stream, group, member string) (StepDownResult, error) {
-	switch k {
-	case KindStatic:
-		return c.StaticStepDown(ctx, stream, group, member)
-	case KindElastic:
-		return c.ElasticStepDown(ctx, stream, group, member)
+	for try := 0; ; try++ {
+		ms, err := c.memberInfo(ctx, k, stream, group, member, lagScope{})
+		if err != nil {
+			return StepDownResult{}, err
+		}
+		res, err := c.stepDown(ctx, k.WorkStream(stream, group), ms)
+		// A rebalance remakes the consumer of an elastic member whose
+		// partitions changed: between the read and the unpin it can be
+		// gone, and a moment later it is there again. Read it again rather
+		// than fail a step-down given right after an add or a drop.
+		if !k.CanChangeMembers() || !errors.Is(err, jetstream.ErrConsumerNotFound) || try == 4 {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(time.Duration(try+1) * 100 * time.Millisecond):
+		}
 	}
-	return StepDownResult{}, k.Valid()
 }
 
-// Delete removes a group of kind k, as DeleteStatic and DeleteElastic do.
+// Delete removes a group's KV entry and what cg made for it (a static
+// group's member consumers, an elastic group's work-queue stream), nothing
+// else: an object with the group's names that was not made for it is kept
+// and reported in Kept. Running members see the deletion and stop.
 func (c *Client) Delete(ctx context.Context, k Kind, stream, group string) (DeleteResult, error) {
-	switch k {
-	case KindStatic:
-		return c.DeleteStatic(ctx, stream, group)
-	case KindElastic:
-		return c.DeleteElastic(ctx, stream, group)
+	o, err := k.ops()
+	if err != nil {
+		return DeleteResult{}, err
 	}
-	return DeleteResult{}, k.Valid()
+	return o.delete(ctx, c, stream, group)
 }
 
-// Join runs member of a group of kind k, as JoinStatic and JoinElastic do.
+// Join starts an instance of member in a group of kind k, as JoinStatic
+// and JoinElastic do.
 func (c *Client) Join(ctx context.Context, k Kind, stream, group, member string, h Handler, opts JoinOptions) (*Member, error) {
-	switch k {
-	case KindStatic:
-		return c.JoinStatic(ctx, stream, group, member, h, opts)
-	case KindElastic:
-		return c.JoinElastic(ctx, stream, group, member, h, opts)
+	o, err := k.ops()
+	if err != nil {
+		return nil, err
 	}
-	return nil, k.Valid()
+	return o.join(ctx, c, stream, group, member, h, opts)
 }

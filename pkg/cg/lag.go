@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -121,11 +123,11 @@ type partitionJob struct {
 // fillLag sets gi's per-partition and per-member lag for the partitions in
 // scope. It never fails: what it cannot read is marked unknown, with the
 // reason in gi.LagError.
-func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope lagScope) {
+func (c *Client) fillLag(ctx context.Context, gi *health.GroupInfo, in lagInput, scope lagScope) {
 	gi.SampledAt = time.Now().UTC()
 	for i := range gi.Members {
 		if ci := in.cis[gi.Members[i].Member]; ci != nil {
-			gi.Members[i].Lag = &Lag{Pending: ci.NumPending + uint64(max(ci.NumAckPending, 0))}
+			gi.Members[i].Lag = &health.Lag{Pending: ci.NumPending + uint64(max(ci.NumAckPending, 0))}
 		}
 	}
 	if !scope.all && scope.member == "" {
@@ -144,7 +146,7 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 	start := max(in.si.State.FirstSeq, 1)
 	saved := map[string]uint64{}
 	var jobs []partitionJob
-	gi.PartitionLag = make([]PartitionLag, 0, n)
+	gi.PartitionLag = make([]health.PartitionLag, 0, n)
 	idx := newLagFilterIndex(gi, in)
 	for p := range n {
 		if p%1024 == 0 && ctx.Err() != nil {
@@ -172,7 +174,7 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 			}
 			job.from = max(seq, start)
 		}
-		pl := PartitionLag{Partition: p, Owner: owner, FromSeq: job.from}
+		pl := health.PartitionLag{Partition: p, Owner: owner, FromSeq: job.from}
 		if in.si.State.Msgs == 0 || job.from > in.si.State.LastSeq {
 			// Nothing stored from there on: nothing to ask (an empty or
 			// drained stream of many partitions costs no request each).
@@ -200,10 +202,10 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 
 	lctx, cancel := context.WithTimeout(ctx, LagTimeout)
 	defer cancel()
-	var read func(context.Context, partitionJob) (Lag, error)
+	var read func(context.Context, partitionJob) (health.Lag, error)
 	switch gi.LagMethod {
 	case LagDirectGet:
-		read = func(ctx context.Context, j partitionJob) (Lag, error) { return c.directLag(ctx, in.stream, j) }
+		read = func(ctx context.Context, j partitionJob) (health.Lag, error) { return c.directLag(ctx, in.stream, j) }
 	case LagSubjectCounts:
 		counts, err := c.subjectCounts(lctx, in.stream)
 		if err != nil {
@@ -211,12 +213,14 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 			memberLag(gi)
 			return
 		}
-		read = func(ctx context.Context, j partitionJob) (Lag, error) { return c.countedLag(ctx, in.stream, j, counts) }
+		read = func(ctx context.Context, j partitionJob) (health.Lag, error) {
+			return c.countedLag(ctx, in.stream, j, counts)
+		}
 	default:
-		read = func(ctx context.Context, j partitionJob) (Lag, error) { return c.probeLag(ctx, in.stream, j) }
+		read = func(ctx context.Context, j partitionJob) (health.Lag, error) { return c.probeLag(ctx, in.stream, j) }
 	}
 
-	results := make([]PartitionLag, len(jobs))
+	results := make([]health.PartitionLag, len(jobs))
 	errs := make([]error, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -230,7 +234,7 @@ func (c *Client) fillLag(ctx context.Context, gi *GroupInfo, in lagInput, scope 
 					errs[i] = err
 					continue
 				}
-				results[i] = PartitionLag{Known: true, Lag: l}
+				results[i] = health.PartitionLag{Known: true, Lag: l}
 			}
 		}()
 	}
@@ -277,14 +281,14 @@ feed:
 // memberLag completes each member's lag from its partitions: the oldest
 // pending message is the oldest of its partitions', and a member without a
 // consumer has exactly its partitions' backlog pending.
-func memberLag(gi *GroupInfo) {
-	byPart := map[int]*PartitionLag{}
+func memberLag(gi *health.GroupInfo) {
+	byPart := map[int]*health.PartitionLag{}
 	for i := range gi.PartitionLag {
 		byPart[gi.PartitionLag[i].Partition] = &gi.PartitionLag[i]
 	}
 	for i := range gi.Members {
 		ms := &gi.Members[i]
-		var sum Lag
+		var sum health.Lag
 		complete := len(ms.Partitions) > 0
 		for _, p := range ms.Partitions {
 			pl := byPart[p]
@@ -316,7 +320,7 @@ type lagFilterIndex struct {
 	config   map[string]map[int][]string // member -> partition -> configured filters
 }
 
-func newLagFilterIndex(gi *GroupInfo, in lagInput) lagFilterIndex {
+func newLagFilterIndex(gi *health.GroupInfo, in lagInput) lagFilterIndex {
 	idx := lagFilterIndex{consumer: map[string]map[int][]string{}, config: map[string]map[int][]string{}}
 	for m, ci := range in.cis {
 		if ci == nil {
@@ -344,7 +348,7 @@ func newLagFilterIndex(gi *GroupInfo, in lagInput) lagFilterIndex {
 	return idx
 }
 
-func (idx lagFilterIndex) filters(gi *GroupInfo, p int, owner string) (filters []string, fromConsumer bool) {
+func (idx lagFilterIndex) filters(gi *health.GroupInfo, p int, owner string) (filters []string, fromConsumer bool) {
 	if out := idx.consumer[owner][p]; len(out) > 0 {
 		return out, true
 	}
@@ -353,7 +357,7 @@ func (idx lagFilterIndex) filters(gi *GroupInfo, p int, owner string) (filters [
 			return out, false
 		}
 	}
-	return PartitionFilters([]int{p}, gi.Filters), false
+	return partition.PartitionFilters([]int{p}, gi.Filters), false
 }
 
 func ageSeconds(now, t time.Time) float64 {
@@ -366,15 +370,15 @@ func ageSeconds(now, t time.Time) float64 {
 
 // addOldest keeps the older of l's oldest message and (seq, t). (A
 // function, not a method: Lag is health.Lag.)
-func addOldest(l *Lag, seq uint64, t time.Time) {
+func addOldest(l *health.Lag, seq uint64, t time.Time) {
 	if seq != 0 && (l.OldestSeq == 0 || seq < l.OldestSeq) {
 		l.OldestSeq, l.Oldest = seq, t
 	}
 }
 
 // directLag counts partition j with one batched direct get per filter.
-func (c *Client) directLag(ctx context.Context, stream string, j partitionJob) (Lag, error) {
-	var l Lag
+func (c *Client) directLag(ctx context.Context, stream string, j partitionJob) (health.Lag, error) {
+	var l health.Lag
 	for _, f := range j.filters {
 		req, _ := json.Marshal(struct {
 			Seq     uint64 `json:"seq"`
@@ -419,8 +423,8 @@ func (c *Client) subjectCounts(ctx context.Context, stream string) (map[string]u
 
 // countedLag counts partition j from per-subject counts (a work-queue
 // stream holds only what is pending) and reads its oldest message.
-func (c *Client) countedLag(ctx context.Context, stream string, j partitionJob, counts map[string]uint64) (Lag, error) {
-	var l Lag
+func (c *Client) countedLag(ctx context.Context, stream string, j partitionJob, counts map[string]uint64) (health.Lag, error) {
+	var l health.Lag
 	tok := strconv.Itoa(j.p) + "."
 	for subj, n := range counts {
 		if !strings.HasPrefix(subj, tok) {
@@ -441,8 +445,8 @@ func (c *Client) countedLag(ctx context.Context, stream string, j partitionJob, 
 
 // probeLag counts partition j with a short-lived consumer starting at
 // j.from, then reads its oldest message.
-func (c *Client) probeLag(ctx context.Context, stream string, j partitionJob) (Lag, error) {
-	var l Lag
+func (c *Client) probeLag(ctx context.Context, stream string, j partitionJob) (health.Lag, error) {
+	var l health.Lag
 	cfg := jetstream.ConsumerConfig{
 		Description:       "cg lag probe",
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
@@ -474,7 +478,7 @@ func (c *Client) probeLag(ctx context.Context, stream string, j partitionJob) (L
 
 // oldestByGet reads the first message at or after j.from on each filter
 // with the stream message get API, keeping the oldest in l.
-func (c *Client) oldestByGet(ctx context.Context, stream string, j partitionJob, l *Lag) error {
+func (c *Client) oldestByGet(ctx context.Context, stream string, j partitionJob, l *health.Lag) error {
 	for _, f := range j.filters {
 		req, _ := json.Marshal(struct {
 			Seq     uint64 `json:"seq"`

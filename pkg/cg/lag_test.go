@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -29,7 +31,7 @@ func keysByPartition(t *testing.T, n int) []string {
 	found := 0
 	for i := 0; found < n; i++ {
 		k := fmt.Sprintf("k%d", i)
-		p, err := cg.PartitionOfSubject("orders."+k, "orders.*", n, []int{1})
+		p, err := partition.PartitionOfSubject("orders."+k, "orders.*", n, []int{1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,9 +116,9 @@ func wantLag(pubs []published, p int, from uint64, gone ...uint64) (pending int,
 	return pending, oldest
 }
 
-func checkPartition(t *testing.T, gi cg.GroupInfo, pubs []published, p int, from uint64, gone ...uint64) {
+func checkPartition(t *testing.T, gi health.GroupInfo, pubs []published, p int, from uint64, gone ...uint64) {
 	t.Helper()
-	var pl *cg.PartitionLag
+	var pl *health.PartitionLag
 	for i := range gi.PartitionLag {
 		if gi.PartitionLag[i].Partition == p {
 			pl = &gi.PartitionLag[i]
@@ -142,7 +144,7 @@ func checkPartition(t *testing.T, gi cg.GroupInfo, pubs []published, p int, from
 }
 
 // checkOldest checks a lag's oldest message against the one published.
-func checkOldest(t *testing.T, what string, sampled time.Time, l cg.Lag, want *published) {
+func checkOldest(t *testing.T, what string, sampled time.Time, l health.Lag, want *published) {
 	t.Helper()
 	const slack = 5 * time.Millisecond
 	if l.OldestSeq != want.seq {
@@ -193,7 +195,7 @@ func TestStaticLagKnownBacklog(t *testing.T) {
 			seqs := takeAndAck(t, js, "ORDERS", "g-m1", 4, 3)
 			time.Sleep(50 * time.Millisecond) // ages worth measuring
 
-			gi, err := c.StaticInfo(ctx, "ORDERS", "g")
+			gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,7 +239,7 @@ func TestStaticLagKnownBacklog(t *testing.T) {
 			if _, err := kv.Put(ctx, "ORDERS.g.m2", raw); err != nil {
 				t.Fatal(err)
 			}
-			ms, err := c.StaticMemberInfo(ctx, "ORDERS", "g", "m2")
+			ms, err := c.MemberInfo(ctx, cg.KindStatic, "ORDERS", "g", "m2")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,7 +274,7 @@ func TestElasticLagKnownBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, p := cg.StripPartition(m.Subject)
+		_, p := partition.StripPartition(m.Subject)
 		byPart[p] = append(byPart[p], seq)
 	}
 	// m2 (partitions 2-3) takes 3 messages and acks 2.
@@ -282,7 +284,7 @@ func TestElasticLagKnownBacklog(t *testing.T) {
 	seqs := takeAndAck(t, js, "ORDERS-g", "m2", 3, 2)
 	time.Sleep(20 * time.Millisecond)
 
-	gi, err := c.ElasticInfo(ctx, "ORDERS", "g")
+	gi, err := c.Info(ctx, cg.KindElastic, "ORDERS", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +330,7 @@ func TestLagDegradesWhenOutOfTime(t *testing.T) {
 	publishKnown(t, js, keysByPartition(t, 10), []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 	defer func(d time.Duration) { cg.LagTimeout = d }(cg.LagTimeout)
 	cg.LagTimeout = time.Nanosecond
-	gi, err := c.StaticInfo(ctx, "ORDERS", "g")
+	gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +391,7 @@ func BenchmarkStaticInfoLag256(b *testing.B) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				gi, err := c.StaticInfo(ctx, "ORDERS", "g")
+				gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 				if err != nil || gi.LagError != "" {
 					b.Fatal(err, gi.LagError)
 				}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -146,7 +147,7 @@ func elasticKeyOf(filters []PartitioningFilter) func(string) (string, bool) {
 // staticKeyOf reads the key off a stored subject (partition token
 // stripped) of a stream transformed by pt (staticKeyTokens); when it cannot
 // be read, the stage orders by partition, which every key's messages share.
-func staticKeyOf(pt PartitionTransform) func(string) (string, bool) {
+func staticKeyOf(pt partition.PartitionTransform) func(string) (string, bool) {
 	return joinedKey(staticKeyTokens(pt), "")
 }
 
@@ -176,7 +177,7 @@ func laneKeyFunc(o JoinOptions, keyOf func(subject string) (string, bool)) func(
 		keyOf = nil
 	}
 	key := func(raw *nats.Msg, _ uint64) string {
-		subject, p := StripPartition(raw.Subject)
+		subject, p := partition.StripPartition(raw.Subject)
 		if keyOf != nil {
 			if k, ok := keyOf(subject); ok {
 				return "k" + k
@@ -187,7 +188,7 @@ func laneKeyFunc(o JoinOptions, keyOf func(subject string) (string, bool)) func(
 	if o.hashLanes {
 		n := uint32(o.Concurrency)
 		return func(raw *nats.Msg, seq uint64) string {
-			return "h" + strconv.FormatUint(uint64(Hash(key(raw, seq))%n), 10)
+			return "h" + strconv.FormatUint(uint64(partition.Hash(key(raw, seq))%n), 10)
 		}
 	}
 	return key

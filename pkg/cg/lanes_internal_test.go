@@ -1,6 +1,10 @@
 package cg
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
+)
 
 // The key a lane orders by is what the partition transform hashes, read
 // back off the stored subject, never the whole subject.
@@ -18,7 +22,7 @@ func TestLaneKeyOfStoredSubject(t *testing.T) {
 		// The whole subject is hashed but not written back as it was.
 		{"orders.*", "{{partition(8)}}.o.{{wildcard(1)}}", "o.k1", "", false},
 	} {
-		pt, ok, err := ParsePartitionTransform(tc.src, tc.dst)
+		pt, ok, err := partition.ParsePartitionTransform(tc.src, tc.dst)
 		if !ok || err != nil {
 			t.Fatalf("%s: %v %v", tc.dst, ok, err)
 		}

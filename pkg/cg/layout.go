@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,10 +52,6 @@ const (
 // consumer. Measured (docs/layouts.md), 256 partitions join in seconds on
 // one server; 512 did not settle for minutes on a loaded machine.
 const MaxLayoutPartitions = 256
-
-// ErrLayout is returned, wrapped, for an unknown layout or a configuration
-// the layout cannot have.
-var ErrLayout = errors.New("invalid layout")
 
 // ParseLayout reads a layout's name; "" is LayoutMember.
 func ParseLayout(s string) (Layout, error) {
@@ -113,11 +111,8 @@ func (k Kind) LayoutBucket(l Layout) string {
 	if l.orDefault() == LayoutMember {
 		return k.Bucket()
 	}
-	switch k {
-	case KindStatic:
-		return StaticPartitionBucket
-	case KindElastic:
-		return ElasticPartitionBucket
+	if o, err := k.ops(); err == nil {
+		return o.partitionBucket()
 	}
 	return ""
 }
@@ -129,11 +124,11 @@ func PartitionConsumerName(group string, p int) string { return group + "-p" + s
 
 // PartitionConsumerFilters are the filters of partition p's consumer:
 // <p>.<f> for each group filter f.
-func PartitionConsumerFilters(cfg GroupConfig, p int) []string {
+func PartitionConsumerFilters(cfg health.GroupConfig, p int) []string {
 	if _, ok := cfg.(ElasticConfig); ok {
 		return []string{strconv.Itoa(p) + ".>"}
 	}
-	return PartitionFilters([]int{p}, cfg.SubjectFilters())
+	return partition.PartitionFilters([]int{p}, cfg.SubjectFilters())
 }
 
 // storedGroup is one group's entry found in either layout's bucket.
@@ -196,7 +191,7 @@ func (c *Client) otherLayoutHas(ctx context.Context, k Kind, stream, group strin
 
 // LayoutOfConfig is the layout of a static or elastic configuration
 // (LayoutMember for anything else).
-func LayoutOfConfig(cfg GroupConfig) Layout {
+func LayoutOfConfig(cfg health.GroupConfig) Layout {
 	switch c := cfg.(type) {
 	case StaticConfig:
 		return c.LayoutOf()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -13,7 +14,7 @@ import (
 // each partition's consumer for the lag reads. A consumer with a
 // partition's name that is not the partition's own (PartitionConsumerOwned)
 // is left out: check reports it.
-func (c *Client) layoutInfo(ctx context.Context, gi *GroupInfo, k Kind, cstream string, cfg GroupConfig) (map[int]*jetstream.ConsumerInfo, error) {
+func (c *Client) layoutInfo(ctx context.Context, gi *health.GroupInfo, k Kind, cstream string, cfg health.GroupConfig) (map[int]*jetstream.ConsumerInfo, error) {
 	gi.Layout = string(LayoutPartition)
 	s, err := c.js.Stream(ctx, cstream)
 	if err != nil {
@@ -39,13 +40,13 @@ func (c *Client) layoutInfo(ctx context.Context, gi *GroupInfo, k Kind, cstream 
 	}
 	l := newLayout(cfg)
 	for _, m := range cfg.MemberNames() {
-		ms := MemberStatus{Member: m, Partitions: l.parts[m], Filters: l.memberFilters(cfg, m)}
+		ms := health.MemberStatus{Member: m, Partitions: l.parts[m], Filters: l.memberFilters(cfg, m)}
 		if ms.Partitions == nil {
 			ms.Partitions = []int{}
 		}
-		var lag Lag
+		var lag health.Lag
 		for _, p := range ms.Partitions {
-			pc := PartitionConsumer{Partition: p, Consumer: PartitionConsumerName(gi.Group, p), Owner: m}
+			pc := health.PartitionConsumer{Partition: p, Consumer: PartitionConsumerName(gi.Group, p), Owner: m}
 			if ci := parts[p]; ci != nil {
 				pc.Exists = true
 				pc.Waiting, pc.Pending, pc.AckPending, pc.AckFloor = ci.NumWaiting, ci.NumPending, ci.NumAckPending, ci.AckFloor.Stream
@@ -90,7 +91,7 @@ func (c *Client) layoutInfo(ctx context.Context, gi *GroupInfo, k Kind, cstream 
 // layoutStepDown unpins every pinned consumer of the member's partitions:
 // the member's instances then stand by for all of them, and the server
 // pins one on its next pull (another instance when there is one).
-func (c *Client) layoutStepDown(ctx context.Context, cstream string, ms MemberStatus) (StepDownResult, error) {
+func (c *Client) layoutStepDown(ctx context.Context, cstream string, ms health.MemberStatus) (StepDownResult, error) {
 	res := StepDownResult{Member: ms.Member, PrevPinID: ms.PinID}
 	if nothing, why := notPinned(ms); nothing {
 		res.NothingPinned, res.Why = true, why

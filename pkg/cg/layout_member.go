@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -40,7 +42,7 @@ const (
 
 // PartitionMarks is the metadata cg puts on partition p's consumer.
 func PartitionMarks(k Kind, stream, group string, p int) map[string]string {
-	md := Marks(string(k), stream, group, "")
+	md := Marks(k, stream, group, "")
 	md[MarkLayout] = string(LayoutPartition)
 	md[MarkPartition] = strconv.Itoa(p)
 	return md
@@ -82,7 +84,7 @@ func (c *Client) deletePartitionConsumer(ctx context.Context, s jetstream.Stream
 type layoutParent struct {
 	m   *Member // the instance the caller holds
 	k   Kind
-	cfg GroupConfig // the configuration joined (static) or last applied (elastic)
+	cfg health.GroupConfig // the configuration joined (static) or last applied (elastic)
 
 	mu       sync.Mutex
 	children map[int]*Member
@@ -149,7 +151,7 @@ func (m *Member) PartitionConsumers() map[int]string {
 
 // joinLayout finishes the join of m, whose options, configuration and
 // preflight checks are done, as an instance of a partition-layout group.
-func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg GroupConfig) (*Member, error) {
+func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg health.GroupConfig) (*Member, error) {
 	if m.opts.ReferenceCompatible {
 		return nil, fmt.Errorf("%w: %s group %q uses the partition layout, which the reference library cannot read; join without reference compatibility", ErrLayout, k, m.group)
 	}
@@ -356,7 +358,7 @@ type layoutElastic struct {
 	waiting  string
 }
 
-func (s *layoutElastic) name() string                    { return "elastic" }
+func (s *layoutElastic) name() Kind                      { return KindElastic }
 func (s *layoutElastic) shape(*jetstream.ConsumerConfig) {}
 func (s *layoutElastic) start()                          { go s.run() }
 func (s *layoutElastic) lookAgain()                      {}
@@ -456,7 +458,7 @@ func (s *layoutElastic) reconcile() time.Duration {
 	}
 	if changed {
 		s.waiting = ""
-		s.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + Ranges(parts)})
+		s.emit(Event{Kind: EventRebalanced, Partitions: parts, Reason: "pulling partitions " + partition.Ranges(parts)})
 		if len(parts) > 0 {
 			s.emit(Event{Kind: EventWaiting, Partitions: parts, Reason: reasonStandby})
 		}
@@ -508,7 +510,7 @@ type partStrategy struct {
 	resumed string
 }
 
-func (s *partStrategy) name() string { return string(s.k) }
+func (s *partStrategy) name() Kind { return s.k }
 
 func (s *partStrategy) shape(cc *jetstream.ConsumerConfig) {
 	if s.k == KindStatic {
@@ -619,14 +621,14 @@ func (s *partStrategy) check() (stopped bool) {
 			return true
 		}
 		if s.k == KindElastic {
-			go s.stop(&RemedyError{Err: ErrWorkStreamGone,
+			go s.stop(&health.Error{Err: ErrWorkStreamGone,
 				Fix: fmt.Sprintf("re-run the group's create with its partitions and filters (it rebuilds the work stream, re-sourcing %s from its start, so handled messages come again), or delete the group", s.stream),
-				Remedy: Remedy{Code: RemedyRebuildWorkStream, Kind: "elastic", Stream: s.stream, Group: s.group,
+				Remedy: health.Remedy{Code: health.RemedyRebuildWorkStream, Kind: KindElastic.String(), Stream: s.stream, Group: s.group,
 					Lead: fmt.Sprintf("work stream %s of elastic group %s was deleted; a member cannot recreate it: ", s.cstream, s.group)}}, "work stream deleted")
 			return true
 		}
-		go s.stop(&RemedyError{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
-			Remedy: Remedy{Code: RemedyRecreateStreamAndGroup, Kind: "static", Stream: s.stream, Group: s.group, Member: s.member,
+		go s.stop(&health.Error{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
+			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: KindStatic.String(), Stream: s.stream, Group: s.group, Member: s.member,
 				Lead: fmt.Sprintf("stream %s was deleted under static member %s of group %s (its partition consumer %s with it); ", s.cstream, s.member, s.group, s.consumer)}}, "stream deleted")
 		return true
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -639,8 +641,8 @@ func (s *partStrategy) check() (stopped bool) {
 	}
 	s.release(releaseKeep)
 	if err := s.bind(ctx); err != nil {
-		go s.stop(&RemedyError{Err: ErrConsumerGone, Fix: "start the member again",
-			Remedy: Remedy{Code: RemedyRestartMember, Kind: string(s.k), Stream: s.stream, Group: s.group, Member: s.member,
+		go s.stop(&health.Error{Err: ErrConsumerGone, Fix: "start the member again",
+			Remedy: health.Remedy{Code: health.RemedyRestartMember, Kind: string(s.k), Stream: s.stream, Group: s.group, Member: s.member,
 				Lead: fmt.Sprintf("partition consumer %s on %s was deleted under member %s and could not be recreated: %v; ", s.consumer, s.cstream, s.member, err)}}, "member consumer deleted")
 		return true
 	}

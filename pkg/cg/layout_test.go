@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -400,7 +401,7 @@ func TestLayoutCheckMemberConsumerIsCritical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Status() != cg.SeverityOK {
+	if rep.Status() != health.SeverityOK {
 		t.Fatalf("a healthy partition-layout group: %s %+v", rep.Status(), rep.Findings)
 	}
 	if _, err := js.CreateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{Durable: "g-m1", FilterSubjects: []string{"0.>", "1.>", "2.>", "3.>", "4.>"},
@@ -411,7 +412,7 @@ func TestLayoutCheckMemberConsumerIsCritical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Status() != cg.SeverityCritical || !hasCode(rep, cg.CodeLayoutMemberConsumer) {
+	if rep.Status() != health.SeverityCritical || !hasCode(rep, cg.CodeLayoutMemberConsumer) {
 		t.Fatalf("member-layout consumer g-m1 beside the partition layout: %s %+v", rep.Status(), rep.Findings)
 	}
 }
@@ -642,7 +643,7 @@ func TestLayoutCheckWarnsOfTheSlowPath(t *testing.T) {
 		t.Fatalf("no slow-path warning: %+v", slow.Findings)
 	}
 	for _, f := range slow.Findings {
-		if f.Code == cg.CodeMultiFilterSlow && (f.Remedy == nil || f.Remedy.Code != cg.RemedyPartitionLayout) {
+		if f.Code == cg.CodeMultiFilterSlow && (f.Remedy == nil || f.Remedy.Code != health.RemedyPartitionLayout) {
 			t.Fatalf("slow-path finding without the layout remedy: %+v", f)
 		}
 	}

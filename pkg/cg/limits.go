@@ -1,11 +1,13 @@
 package cg
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // Limits.
@@ -14,8 +16,7 @@ import (
 // their number: one consumer with 1024 filter subjects is created in
 // 0.03-0.14 s, with 4096 in 0.4-1.9 s, 8192 in 1.7-6.4 s, 16384 in 7 s,
 // and with 100,000 JetStream stopped answering every client for minutes
-// (measured with TestMeasureConsumerFilters on a loaded 2-core machine
-// and as reported in issue 9). A member owning all partitions has one
+// (measured with TestMeasureConsumerFilters on a loaded 2-core machine). A member owning all partitions has one
 // filter subject per partition and group filter, so cg refuses to create
 // a group beyond MaxPartitions, and refuses to start a member whose
 // consumer would carry more than MaxPartitions filter subjects (a group
@@ -31,9 +32,6 @@ const MaxPartitions = 4096
 // value such as 1e11 must be refused rather than allocated; a million
 // partitions is far beyond any useful parallelism.
 const maxStoredPartitions = 1 << 20
-
-// ErrTooManyPartitions is wrapped by the refusals of the ceiling.
-var ErrTooManyPartitions = fmt.Errorf("more partitions than cg supports (at most %d)", MaxPartitions)
 
 // checkCreateCeiling refuses a group a member consumer of which could carry
 // more than MaxPartitions filter subjects: n partitions times f filters
@@ -94,7 +92,7 @@ func ConsumerNameProblem(name string) string {
 // cannot serve: a consumer name it cannot hold, or more filter subjects
 // than MaxPartitions (see above). It is called once the stored
 // configuration has been read, before anything is sent to the server.
-func checkJoinable(kind, stream, group, member, consumer string, cfg GroupConfig) error {
+func checkJoinable(kind Kind, stream, group, member, consumer string, cfg health.GroupConfig) error {
 	if p := ConsumerNameProblem(consumer); p != "" {
 		return described{fmt.Sprintf("member %q of %s group %q on %q cannot run: %s; the group can still be shown and deleted, and its other members run", member, kind, group, stream, p), ErrInvalidConfig}
 	}
@@ -110,12 +108,12 @@ func checkJoinable(kind, stream, group, member, consumer string, cfg GroupConfig
 // CheckJoinStatic and CheckJoinElastic are checkJoinable for each kind,
 // the one line JoinStatic and JoinElastic call after reading the config.
 func CheckJoinStatic(stream, group, member string, cfg StaticConfig) error {
-	return checkJoinable("static", stream, group, member, StaticConsumerName(group, member), cfg)
+	return checkJoinable(KindStatic, stream, group, member, StaticConsumerName(group, member), cfg)
 }
 
 // CheckJoinElastic: see CheckJoinStatic.
 func CheckJoinElastic(stream, group, member string, cfg ElasticConfig) error {
-	return checkJoinable("elastic", stream, group, member, member, cfg)
+	return checkJoinable(KindElastic, stream, group, member, member, cfg)
 }
 
 // layout is a group's partitions and consumer filters per member,
@@ -127,7 +125,7 @@ type layout struct {
 	filters map[string][]string
 }
 
-func newLayout(cfg GroupConfig) layout {
+func newLayout(cfg health.GroupConfig) layout {
 	l := layout{parts: map[string][]int{}, filters: map[string][]string{}}
 	for p, m := range cfg.Assignment().Owner {
 		if m != "" {
@@ -139,22 +137,22 @@ func newLayout(cfg GroupConfig) layout {
 		if len(c.Members) == 0 {
 			for _, mm := range c.MemberMappings {
 				if _, seen := l.filters[mm.Member]; !seen {
-					l.filters[mm.Member] = PartitionFilters(mm.Partitions, c.Filters)
+					l.filters[mm.Member] = partition.PartitionFilters(mm.Partitions, c.Filters)
 				}
 			}
 		} else {
 			for m, ps := range l.parts {
-				l.filters[m] = PartitionFilters(ps, c.Filters)
+				l.filters[m] = partition.PartitionFilters(ps, c.Filters)
 			}
 		}
 	case ElasticConfig:
 		if len(c.Members) == 0 && len(c.MemberMappings) > 0 {
 			for _, mm := range c.MemberMappings {
-				l.filters[mm.Member] = append(l.filters[mm.Member], PartitionFilters(mm.Partitions, nil)...)
+				l.filters[mm.Member] = append(l.filters[mm.Member], partition.PartitionFilters(mm.Partitions, nil)...)
 			}
 		} else {
 			for m, ps := range l.parts {
-				l.filters[m] = PartitionFilters(ps, c.SubjectFilters())
+				l.filters[m] = partition.PartitionFilters(ps, c.SubjectFilters())
 			}
 		}
 	}
@@ -163,7 +161,7 @@ func newLayout(cfg GroupConfig) layout {
 
 // memberFilters is cfg.MemberFilters(member), from the layout when it has
 // the member.
-func (l layout) memberFilters(cfg GroupConfig, member string) []string {
+func (l layout) memberFilters(cfg health.GroupConfig, member string) []string {
 	if fs, ok := l.filters[member]; ok {
 		return fs
 	}
@@ -187,7 +185,7 @@ func byPartition(fs []string) map[int][]string {
 }
 
 // notPinned tells whether a step-down of ms has nothing to release, and why.
-func notPinned(ms MemberStatus) (bool, string) {
+func notPinned(ms health.MemberStatus) (bool, string) {
 	switch {
 	case ms.Unusable != "":
 		return true, ms.Unusable
@@ -242,11 +240,6 @@ const (
 	MaxBackoffSteps = 100
 	MaxBackoffDelay = 24 * time.Hour
 )
-
-// ErrAboveCeiling is wrapped by the refusal of an option above its
-// ceiling (MaxConcurrency, MaxAckPendingMax, MaxBatchSize, MaxDeliverMax,
-// MaxBackoffSteps, MaxBackoffDelay).
-var ErrAboveCeiling = errors.New("above cg's ceiling")
 
 // CeilingError is an option above its ceiling.
 type CeilingError struct {

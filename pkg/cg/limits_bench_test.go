@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -33,7 +34,7 @@ func TestMeasureConsumerFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range splitInts(t, spec) {
-		filters := cg.PartitionFilters(upTo(f), []string{"s.>"})
+		filters := partition.PartitionFilters(upTo(f), []string{"s.>"})
 		for i := range filters {
 			filters[i] = "s." + filters[i] // s.<p>.s.> stays inside the stream's subjects
 		}
@@ -135,7 +136,7 @@ func bigElastic(tb testing.TB, js jetstream.JetStream, stream, group string, n i
 // bigMsgs is how many messages bigElastic publishes.
 const bigMsgs = 2000
 
-// BenchmarkInfoPartitions is ElasticInfo on groups of 1000, 4000 and
+// BenchmarkInfoPartitions is Info of an elastic group on groups of 1000, 4000 and
 // 16000 partitions (above cg's create ceiling, as the reference can store
 // them), four members that never joined: every partition is read.
 func BenchmarkInfoPartitions(b *testing.B) {
@@ -148,7 +149,7 @@ func BenchmarkInfoPartitions(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				gi, err := c.ElasticInfo(ctx, "ORDERS", "g")
+				gi, err := c.Info(ctx, cg.KindElastic, "ORDERS", "g")
 				if err != nil {
 					b.Fatal(err)
 				}

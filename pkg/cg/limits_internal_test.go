@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,7 +25,7 @@ func infoAllocs(n int, withConsumers bool) float64 {
 	}
 	c := &Client{}
 	return testing.AllocsPerRun(2, func() {
-		gi := GroupInfo{Kind: "elastic"}
+		gi := health.GroupInfo{Kind: "elastic"}
 		fillConfig(&gi, cfg)
 		l := newLayout(cfg)
 		for _, m := range cfg.MemberNames() {

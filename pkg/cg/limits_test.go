@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -47,7 +48,7 @@ func consumerNames(t *testing.T, js jetstream.JetStream, stream string) []string
 	return out
 }
 
-func hasCode(rep cg.CheckReport, code string) bool {
+func hasCode(rep health.CheckReport, code string) bool {
 	for _, f := range rep.Findings {
 		if f.Code == code {
 			return true
@@ -135,13 +136,13 @@ func TestStoredAboveCeiling(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			stream, cstream := "SBIG", "SBIG"
 			join, info, del := func() (*cg.Member, error) { return c.JoinStatic(ctx, "SBIG", "g", "m1", noop, cg.JoinOptions{}) },
-				func() (cg.GroupInfo, error) { return c.StaticInfo(ctx, "SBIG", "g") },
-				func() error { _, err := c.DeleteStatic(ctx, "SBIG", "g"); return err }
+				func() (health.GroupInfo, error) { return c.Info(ctx, cg.KindStatic, "SBIG", "g") },
+				func() error { _, err := c.Delete(ctx, cg.KindStatic, "SBIG", "g"); return err }
 			if kind == "elastic" {
 				stream, cstream = "EBIG", cg.WorkStreamName("EBIG", "g")
 				join, info, del = func() (*cg.Member, error) { return c.JoinElastic(ctx, "EBIG", "g", "m1", noop, cg.JoinOptions{}) },
-					func() (cg.GroupInfo, error) { return c.ElasticInfo(ctx, "EBIG", "g") },
-					func() error { _, err := c.DeleteElastic(ctx, "EBIG", "g"); return err }
+					func() (health.GroupInfo, error) { return c.Info(ctx, cg.KindElastic, "EBIG", "g") },
+					func() error { _, err := c.Delete(ctx, cg.KindElastic, "EBIG", "g"); return err }
 			}
 			m, err := join()
 			if !errors.Is(err, cg.ErrTooManyPartitions) || !strings.Contains(err.Error(), "4096") {
@@ -157,8 +158,8 @@ func TestStoredAboveCeiling(t *testing.T) {
 			if err != nil || gi.Partitions != n || len(gi.Owners) != n {
 				t.Fatalf("info: %v (partitions %d)", err, gi.Partitions)
 			}
-			rep, err := c.Check(ctx, cg.CheckScope{Kind: kind, Stream: stream, Group: "g"})
-			if err != nil || !hasCode(rep, cg.CodePartitionCeiling) || rep.Status() != cg.SeverityCritical {
+			rep, err := c.Check(ctx, cg.CheckScope{Kind: cg.Kind(kind), Stream: stream, Group: "g"})
+			if err != nil || !hasCode(rep, health.CodePartitionCeiling) || rep.Status() != health.SeverityCritical {
 				t.Fatalf("check: %v %+v", err, rep.Findings)
 			}
 			if err := del(); err != nil {
@@ -182,7 +183,7 @@ func TestInfoCancelledPromptly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := c.ElasticInfo(ctx, "HUGE", "g")
+	_, err := c.Info(ctx, cg.KindElastic, "HUGE", "g")
 	took := time.Since(start)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("info: %v, want the context's error", err)
@@ -212,18 +213,17 @@ func TestMemberNamedGreaterThan(t *testing.T) {
 	putRef(t, js, cg.ElasticBucket, "ef", "eg", ecfg)
 	c := cg.New(js)
 	noop := func(context.Context, *cg.Msg) {}
-	for _, kind := range []string{"static", "elastic"} {
-		t.Run(kind, func(t *testing.T) {
-			k := kindOf(kind)
+	for _, k := range cg.Kinds() {
+		t.Run(k.String(), func(t *testing.T) {
 			stream, group := "foo", "cg"
-			if kind == "elastic" {
+			if k == cg.KindElastic {
 				stream, group = "ef", "eg"
 			}
-			gi, err := k.Info(c, ctx, stream, group)
+			gi, err := c.Info(ctx, k, stream, group)
 			if err != nil {
 				t.Fatalf("info: %v", err)
 			}
-			var bad *cg.MemberStatus
+			var bad *health.MemberStatus
 			for i := range gi.Members {
 				if gi.Members[i].Member == ">" {
 					bad = &gi.Members[i]
@@ -234,55 +234,39 @@ func TestMemberNamedGreaterThan(t *testing.T) {
 			if bad == nil || bad.Unusable == "" || bad.ConsumerExists || len(bad.Partitions) == 0 {
 				t.Fatalf("member '>' in info: %+v", bad)
 			}
-			if ms, err := k.MemberInfo(c, ctx, stream, group, ">"); err != nil || ms.Unusable == "" {
+			if ms, err := c.MemberInfo(ctx, k, stream, group, ">"); err != nil || ms.Unusable == "" {
 				t.Fatalf("member-info '>': %v %+v", err, ms)
 			}
-			if refs, err := c.ListGroups(ctx, kind); err != nil || len(refs) != 1 {
+			if refs, err := c.ListGroups(ctx, k); err != nil || len(refs) != 1 {
 				t.Fatalf("ls: %v %v", err, refs)
 			}
-			rep, err := c.Check(ctx, cg.CheckScope{Kind: kind, Stream: stream, Group: group})
-			if err != nil || !hasCode(rep, cg.CodeMemberUnusable) || hasCode(rep, cg.CodeCheckFailed) {
+			rep, err := c.Check(ctx, cg.CheckScope{Kind: k, Stream: stream, Group: group})
+			if err != nil || !hasCode(rep, health.CodeMemberUnusable) || hasCode(rep, health.CodeCheckFailed) {
 				t.Fatalf("check: %v %+v", err, rep.Findings)
 			}
-			if sd, err := k.StepDown(c, ctx, stream, group, ">"); err != nil || !sd.NothingPinned {
+			if sd, err := c.StepDown(ctx, k, stream, group, ">"); err != nil || !sd.NothingPinned {
 				t.Fatalf("step-down '>': %v %+v", err, sd)
 			}
-			m, err := k.Join(c, ctx, stream, group, ">", noop, cg.JoinOptions{})
+			m, err := c.Join(ctx, k, stream, group, ">", noop, cg.JoinOptions{})
 			if err == nil || !strings.Contains(err.Error(), "consumer name") {
 				if m != nil {
 					m.Stop()
 				}
 				t.Fatalf("join '>': %v", err)
 			}
-			m, err = k.Join(c, ctx, stream, group, "m1", noop, cg.JoinOptions{})
+			m, err = c.Join(ctx, k, stream, group, "m1", noop, cg.JoinOptions{})
 			if err != nil {
 				t.Fatalf("join m1: %v", err)
 			}
 			m.Stop()
-			if _, err := k.Delete(c, ctx, stream, group); err != nil {
+			if _, err := c.Delete(ctx, k, stream, group); err != nil {
 				t.Fatalf("delete: %v", err)
 			}
-			if _, err := k.Info(c, ctx, stream, group); !errors.Is(err, cg.ErrGroupNotFound) {
+			if _, err := c.Info(ctx, k, stream, group); !errors.Is(err, cg.ErrGroupNotFound) {
 				t.Fatalf("info after delete: %v", err)
 			}
 		})
 	}
-}
-
-// kindOps is the engine's verbs of one kind, for tests run on both.
-type kindOps struct {
-	Info       func(*cg.Client, context.Context, string, string) (cg.GroupInfo, error)
-	MemberInfo func(*cg.Client, context.Context, string, string, string) (cg.MemberStatus, error)
-	StepDown   func(*cg.Client, context.Context, string, string, string) (cg.StepDownResult, error)
-	Join       func(*cg.Client, context.Context, string, string, string, cg.Handler, cg.JoinOptions) (*cg.Member, error)
-	Delete     func(*cg.Client, context.Context, string, string) (cg.DeleteResult, error)
-}
-
-func kindOf(kind string) kindOps {
-	if kind == "static" {
-		return kindOps{(*cg.Client).StaticInfo, (*cg.Client).StaticMemberInfo, (*cg.Client).StaticStepDown, (*cg.Client).JoinStatic, (*cg.Client).DeleteStatic}
-	}
-	return kindOps{(*cg.Client).ElasticInfo, (*cg.Client).ElasticMemberInfo, (*cg.Client).ElasticStepDown, (*cg.Client).JoinElastic, (*cg.Client).DeleteElastic}
 }
 
 // Stepping down a member with no pinned instance is success with
@@ -294,7 +278,7 @@ func TestStepDownNothingPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		res, err := c.StaticStepDown(ctx, "ORDERS", "g", "m1")
+		res, err := c.StepDown(ctx, cg.KindStatic, "ORDERS", "g", "m1")
 		if err != nil || !res.NothingPinned || res.Why == "" {
 			t.Fatalf("step-down %d: %v %+v", i, err, res)
 		}

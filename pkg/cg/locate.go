@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // KeyLocation says where a partition key lands: what is hashed, its hash,
@@ -26,7 +28,7 @@ type KeyLocation struct {
 // the wildcard tokens, among n partitions (n at least 1).
 func LocateKey(tokens []string, n int) KeyLocation {
 	key := strings.Join(tokens, "")
-	return KeyLocation{Tokens: tokens, Key: key, Hash: Hash(key), Partition: PartitionOfKey(key, n), Partitions: n}
+	return KeyLocation{Tokens: tokens, Key: key, Hash: partition.Hash(key), Partition: partition.PartitionOfKey(key, n), Partitions: n}
 }
 
 // LocateSubject places subject among n partitions through the first of
@@ -44,7 +46,7 @@ func LocateSubject(subject string, n int, filters []PartitioningFilter) (KeyLoca
 	}
 	var tried []string
 	for _, pf := range filters {
-		tokens, err := PartitionKeyTokens(subject, pf.Filter, pf.PartitioningWildcards)
+		tokens, err := partition.PartitionKeyTokens(subject, pf.Filter, pf.PartitioningWildcards)
 		if err != nil {
 			tried = append(tried, pf.String())
 			continue

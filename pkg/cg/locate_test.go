@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 func TestLocateSubject(t *testing.T) {
@@ -38,12 +40,12 @@ func TestLocateSubject(t *testing.T) {
 			t.Fatalf("%s: %v", tt.subject, err)
 		}
 		key := strings.Join(tt.tokens, "")
-		if !slices.Equal(loc.Tokens, tt.tokens) || loc.Key != key || loc.Hash != Hash(key) || loc.Partition != PartitionOfKey(key, tt.n) {
+		if !slices.Equal(loc.Tokens, tt.tokens) || loc.Key != key || loc.Hash != partition.Hash(key) || loc.Partition != partition.PartitionOfKey(key, tt.n) {
 			t.Errorf("%s: %+v", tt.subject, loc)
 		}
 		// Agrees with the transform math the members rely on.
 		if len(tt.filters) == 1 {
-			p, err := PartitionOfSubject(tt.subject, tt.filters[0].Filter, tt.n, tt.filters[0].PartitioningWildcards)
+			p, err := partition.PartitionOfSubject(tt.subject, tt.filters[0].Filter, tt.n, tt.filters[0].PartitioningWildcards)
 			if err != nil || p != loc.Partition {
 				t.Errorf("%s: PartitionOfSubject %d %v, Locate %d", tt.subject, p, err, loc.Partition)
 			}
@@ -62,7 +64,7 @@ func TestOtherSplit(t *testing.T) {
 		{[]string{"alice"}, nil},
 	}
 	for _, tt := range tests {
-		got, ok := OtherSplit(tt.in)
+		got, ok := partition.OtherSplit(tt.in)
 		if !slices.Equal(got, tt.want) || ok != (tt.want != nil) {
 			t.Errorf("OtherSplit(%v) = %v %v, want %v", tt.in, got, ok, tt.want)
 			continue

@@ -689,31 +689,3 @@ func (m *Member) PinID() string {
 // Consumer is the name of the member's consumer ("" on a partition-layout
 // group, whose instances read one consumer per partition: see Pins).
 func (m *Member) Consumer() string { return m.consumer }
-
-// seqRing is a small set of recent stream sequences.
-type seqRing struct {
-	mu   sync.Mutex
-	seqs []uint64
-	set  map[uint64]bool
-	next int
-}
-
-func newSeqRing(n int) *seqRing { return &seqRing{seqs: make([]uint64, n), set: map[uint64]bool{}} }
-
-func (r *seqRing) add(seq uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.set[seq] {
-		return
-	}
-	delete(r.set, r.seqs[r.next])
-	r.seqs[r.next] = seq
-	r.set[seq] = true
-	r.next = (r.next + 1) % len(r.seqs)
-}
-
-func (r *seqRing) has(seq uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.set[seq]
-}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
@@ -88,9 +89,9 @@ func TestMinimalAddDropRebalancesRunningMembers(t *testing.T) {
 	// A plain change of the now mapped group says what to do instead.
 	for _, f := range []func(context.Context, string, string, []string, ...cg.ChangeOption) (cg.MembershipChange, error){c.AddMembers, c.DropMembers} {
 		_, err := f(ctx, "ORDERS", "g", []string{"m3"})
-		var re *cg.RemedyError
+		var re *health.Error
 		if !errors.Is(err, cg.ErrMappedGroup) || !strings.Contains(err.Error(), "minimal option") || !strings.Contains(err.Error(), "delete the mappings") ||
-			!errors.As(err, &re) || re.Remedy.Code != cg.RemedyMinimalOrDeleteMappings {
+			!errors.As(err, &re) || re.Remedy.Code != health.RemedyMinimalOrDeleteMappings {
 			t.Fatalf("plain change of a mapped group: %v", err)
 		}
 	}

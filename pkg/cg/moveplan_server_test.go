@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // A dry run plans the change from the stored config and writes nothing.
@@ -43,7 +44,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if _, err := c.DropMembers(ctx, "ORDERS", "g", []string{"m1"}, cg.DryRun()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SetMappings(ctx, "ORDERS", "g", []cg.MemberMapping{{Member: "a", Partitions: seq(0, 128)}, {Member: "b", Partitions: seq(128, 256)}}, cg.DryRun()); err != nil {
+	if _, err := c.SetMappings(ctx, "ORDERS", "g", []partition.MemberMapping{{Member: "a", Partitions: seq(0, 128)}, {Member: "b", Partitions: seq(128, 256)}}, cg.DryRun()); err != nil {
 		t.Fatal(err)
 	}
 	if after := rev(); after != before {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 )
 
@@ -199,7 +200,7 @@ func (s bindingSink) settled(res MessageResult) {
 // observeHandle is handle with the message hooks around it.
 func (s bindingSink) observeHandle(raw *nats.Msg) {
 	m := s.m
-	subject, p := StripPartition(raw.Subject)
+	subject, p := partition.StripPartition(raw.Subject)
 	info := m.messageInfo(raw, subject, p)
 	run := &observedRun{ctx: m.obs.messageStart(m.ctx, info)}
 	s.run = run

@@ -9,10 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Ownership (SPEC §8). Server names are joined with '-', so different
+// Ownership. Server names are joined with '-', so different
 // groups can land on one name, and a user's own stream or consumer may
 // carry the name cg would use. cg therefore marks every stream and consumer
 // it creates with metadata naming the group it belongs to, and adopts,
@@ -22,7 +23,7 @@ import (
 
 // Metadata keys of cg's ownership marks. Others rely on these names.
 const (
-	MarkKind   = "cg.kind"   // "static" or "elastic"
+	MarkKind   = "cg.kind"   // the group's Kind
 	MarkStream = "cg.stream" // the group's (origin) stream
 	MarkGroup  = "cg.group"
 	MarkMember = "cg.member" // consumers only
@@ -30,8 +31,8 @@ const (
 
 // Marks is the metadata cg puts on what it creates for a group: the work
 // stream of an elastic group (member ""), or a member's consumer.
-func Marks(kind, stream, group, member string) map[string]string {
-	md := map[string]string{MarkKind: kind, MarkStream: stream, MarkGroup: group}
+func Marks(kind Kind, stream, group, member string) map[string]string {
+	md := map[string]string{MarkKind: kind.String(), MarkStream: stream, MarkGroup: group}
 	if member != "" {
 		md[MarkMember] = member
 	}
@@ -49,8 +50,8 @@ func isMarked(md map[string]string) bool {
 }
 
 // markedFor reports whether md marks exactly (kind, stream, group, member).
-func markedFor(md map[string]string, kind, stream, group, member string) bool {
-	return md[MarkKind] == kind && md[MarkStream] == stream && md[MarkGroup] == group && md[MarkMember] == member
+func markedFor(md map[string]string, kind Kind, stream, group, member string) bool {
+	return md[MarkKind] == kind.String() && md[MarkStream] == stream && md[MarkGroup] == group && md[MarkMember] == member
 }
 
 // markOwner words whom md marks an object for.
@@ -73,7 +74,7 @@ func markOwner(md map[string]string) string {
 func WorkStreamOwned(si *jetstream.StreamInfo, stream, group string, cfg *ElasticConfig) (owned bool, why string) {
 	md := si.Config.Metadata
 	if isMarked(md) {
-		if markedFor(md, "elastic", stream, group, "") {
+		if markedFor(md, KindElastic, stream, group, "") {
 			return true, ""
 		}
 		return false, "it is marked as made for " + markOwner(md)
@@ -95,7 +96,7 @@ func WorkStreamOwned(si *jetstream.StreamInfo, stream, group string, cfg *Elasti
 // priority group PCG with policy pinned_client, and filtered to one of the
 // given filter sets (the member's partitions as cg or the reference writes
 // them).
-func MemberConsumerOwned(cc jetstream.ConsumerConfig, kind, stream, group, member string, forms ...[]string) (owned bool, why string) {
+func MemberConsumerOwned(cc jetstream.ConsumerConfig, kind Kind, stream, group, member string, forms ...[]string) (owned bool, why string) {
 	if isMarked(cc.Metadata) {
 		if markedFor(cc.Metadata, kind, stream, group, member) {
 			return true, ""
@@ -115,11 +116,12 @@ func MemberConsumerOwned(cc jetstream.ConsumerConfig, kind, stream, group, membe
 }
 
 // staticForms are the filter sets a static member's consumer may have:
-// cg's, and for mapped groups the reference's <p>.> form (SPEC §2).
+// cg's, and for mapped groups the reference's <p>.> form (it writes that
+// whatever the group's filters).
 func staticForms(cfg StaticConfig, member string) [][]string {
 	forms := [][]string{cfg.MemberFilters(member)}
 	if len(cfg.MemberMappings) > 0 {
-		forms = append(forms, PartitionFilters(cfg.Assignment().MemberPartitions(member), nil))
+		forms = append(forms, partition.PartitionFilters(cfg.Assignment().MemberPartitions(member), nil))
 	}
 	return forms
 }
@@ -131,7 +133,7 @@ func staticForms(cfg StaticConfig, member string) [][]string {
 func groupConsumer(cc jetstream.ConsumerConfig, stream, group string, n int) bool {
 	md := cc.Metadata
 	if isMarked(md) {
-		return md[MarkKind] == "elastic" && md[MarkStream] == stream && md[MarkGroup] == group
+		return md[MarkKind] == KindElastic.String() && md[MarkStream] == stream && md[MarkGroup] == group
 	}
 	if !slices.Contains(cc.PriorityGroups, PriorityGroup) || cc.PriorityPolicy != jetstream.PriorityPolicyPinned {
 		return false
@@ -191,7 +193,7 @@ type clash struct {
 	its  string // its member behind name (static)
 }
 
-func (cl clash) error(kind, stream, group string) error {
+func (cl clash) error(kind Kind, stream, group string) error {
 	detail := ""
 	if cl.ours != "" {
 		detail = fmt.Sprintf(" (member %q of %q, member %q of %q)", cl.ours, group, cl.its, cl.ref.Group)
@@ -207,7 +209,7 @@ func (cl clash) error(kind, stream, group string) error {
 // staticClashes lists the other static groups on stream that would share
 // a member consumer name with group's configuration cfg.
 func (c *Client) staticClashes(ctx context.Context, stream, group string, cfg StaticConfig) ([]clash, error) {
-	others, err := c.listGroups(ctx, "static", stream)
+	others, err := c.listGroups(ctx, KindStatic, stream)
 	if err != nil && !errors.Is(err, ErrGroupNotFound) {
 		return nil, err
 	}
@@ -238,7 +240,7 @@ func (c *Client) staticClashes(ctx context.Context, stream, group string, cfg St
 		for _, m := range other.MemberNames() {
 			name := StaticConsumerName(g, m)
 			if mine, ok := ours[name]; ok {
-				out = append(out, clash{ref: GroupRef{Kind: "static", Stream: stream, Group: g}, name: name, what: "consumer", rev: e.Revision(), ours: mine, its: m})
+				out = append(out, clash{ref: GroupRef{Kind: KindStatic.String(), Stream: stream, Group: g}, name: name, what: "consumer", rev: e.Revision(), ours: mine, its: m})
 				break
 			}
 		}
@@ -249,7 +251,7 @@ func (c *Client) staticClashes(ctx context.Context, stream, group string, cfg St
 // elasticClashes lists the other elastic groups whose work stream has
 // group's work stream name.
 func (c *Client) elasticClashes(ctx context.Context, stream, group string) ([]clash, error) {
-	refs, err := c.ListGroups(ctx, "elastic")
+	refs, err := c.ListGroups(ctx, KindElastic)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +296,7 @@ func (c *Client) checkStaticConsumers(ctx context.Context, stream, group string,
 			continue
 		}
 		m := want[n]
-		if ok, why := MemberConsumerOwned(ci.Config, "static", stream, group, m, staticForms(cfg, m)...); !ok {
+		if ok, why := MemberConsumerOwned(ci.Config, KindStatic, stream, group, m, staticForms(cfg, m)...); !ok {
 			return notOwned("consumer", n+" on "+stream, fmt.Sprintf("static group %q on %q (member %q)", group, stream, m), why, "rename the group or the member, or remove the consumer")
 		}
 	}
@@ -302,7 +304,8 @@ func (c *Client) checkStaticConsumers(ctx context.Context, stream, group string,
 }
 
 // workStreamConfig is the work-queue stream cg creates for an elastic
-// group (SPEC §5), marked as the group's.
+// group, sourcing the origin through the group's transforms, marked as
+// the group's.
 func workStreamConfig(origin *jetstream.StreamInfo, stream, group string, cfg ElasticConfig) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        WorkStreamName(stream, group),
@@ -314,7 +317,7 @@ func workStreamConfig(origin *jetstream.StreamInfo, stream, group string, cfg El
 		MaxBytes:    cfg.MaxBufferedBytes,
 		AllowDirect: true,
 		Sources:     []*jetstream.StreamSource{{Name: origin.Config.Name, SubjectTransforms: ElasticTransforms(cfg)}},
-		Metadata:    Marks("elastic", stream, group, ""),
+		Metadata:    Marks(KindElastic, stream, group, ""),
 	}
 }
 
@@ -426,7 +429,7 @@ func wholeSubjectForm(cfg ElasticConfig) ElasticConfig {
 // own in (kind, stream, group); otherwise it says why it kept it. A name
 // the server cannot have (the reference stores member names with '.') is
 // no consumer at all.
-func (c *Client) deleteOwnedConsumer(ctx context.Context, s jetstream.Stream, stream, name, kind, group, member string, forms [][]string) (deleted bool, kept string, err error) {
+func (c *Client) deleteOwnedConsumer(ctx context.Context, s jetstream.Stream, stream, name string, kind Kind, group, member string, forms [][]string) (deleted bool, kept string, err error) {
 	ci, err := c.consumerInfo(ctx, stream, name)
 	if err != nil {
 		if badServerName(err) {
@@ -455,7 +458,7 @@ func (c *Client) checkStaticNames(ctx context.Context, stream, group string, cfg
 		return err
 	}
 	if len(clashes) > 0 {
-		return clashes[0].error("static", stream, group)
+		return clashes[0].error(KindStatic, stream, group)
 	}
 	return c.checkStaticConsumers(ctx, stream, group, cfg)
 }
@@ -472,7 +475,7 @@ func (c *Client) settleStaticClash(ctx context.Context, kv jetstream.KeyValue, s
 	for _, cl := range clashes {
 		if cl.rev < rev {
 			_ = kv.Delete(context.WithoutCancel(ctx), Key(stream, group), jetstream.LastRevision(rev))
-			return cl.error("static", stream, group)
+			return cl.error(KindStatic, stream, group)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -122,7 +123,7 @@ func TestOwnershipStaticNameClashRefused(t *testing.T) {
 	wantErrNaming(t, "create a-b/m1 next to a/b-m1", err, cg.ErrNameClash, `"a-b"`, `"a"`, "a-b-m1")
 	sameState(t, "refused clash", before, snapshot(t, js))
 	// The other way round too, and with mappings.
-	if _, err := c.CreateStatic(ctx, "ORDERS", "p", cg.StaticConfig{MaxMembers: 10, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}}); err != nil {
+	if _, err := c.CreateStatic(ctx, "ORDERS", "p", cg.StaticConfig{MaxMembers: 10, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}}}); err != nil {
 		t.Fatal(err)
 	}
 	before = snapshot(t, js)
@@ -213,7 +214,7 @@ func TestOwnershipElasticUserStreamNotAdopted(t *testing.T) {
 	if _, err := kv.Put(ctx, "ORDERS.g", []byte(`{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[1]}]}`)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.DeleteElastic(ctx, "ORDERS", "g")
+	res, err := c.Delete(ctx, cg.KindElastic, "ORDERS", "g")
 	if err != nil {
 		t.Fatalf("delete: %v", err)
 	}
@@ -258,7 +259,7 @@ func TestOwnershipStaticDeleteKeepsOtherGroupsConsumer(t *testing.T) {
 	if _, err := kv.Put(ctx, "ORDERS.a-b", []byte(`{"max_members":10,"filters":[">"],"members":["m1"]}`)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.DeleteStatic(ctx, "ORDERS", "a-b")
+	res, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "a-b")
 	if err != nil {
 		t.Fatalf("delete a-b: %v", err)
 	}
@@ -374,7 +375,7 @@ func TestOwnershipConcurrentCreateDelete(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() { _, _ = a.CreateElastic(ctx, "ORDERS", "g", cfg) })
-		wg.Go(func() { _, _ = b.DeleteElastic(ctx, "ORDERS", "g") })
+		wg.Go(func() { _, _ = b.Delete(ctx, cg.KindElastic, "ORDERS", "g") })
 		wg.Go(func() { _, _ = b.CreateElastic(ctx, "ORDERS", "g", cfg) })
 		wg.Wait()
 		_, kerr := a.ElasticConfig(ctx, "ORDERS", "g")
@@ -387,7 +388,7 @@ func TestOwnershipConcurrentCreateDelete(t *testing.T) {
 		default:
 			t.Errorf("round %d: entry %v, work stream %v: half a group", r, kerr, serr)
 		}
-		if _, err := a.DeleteElastic(ctx, "ORDERS", "g"); err != nil && !errors.Is(err, cg.ErrGroupNotFound) {
+		if _, err := a.Delete(ctx, cg.KindElastic, "ORDERS", "g"); err != nil && !errors.Is(err, cg.ErrGroupNotFound) {
 			t.Fatal(err)
 		}
 		if _, err := js.Stream(ctx, "ORDERS-g"); err == nil {
@@ -502,17 +503,17 @@ func TestOwnershipReferenceOddNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Stop()
-	if gi, err := c.StaticInfo(ctx, "ORDERS", "x.y"); err != nil || len(gi.Members) != 1 || gi.Members[0].ConsumerExists {
+	if gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "x.y"); err != nil || len(gi.Members) != 1 || gi.Members[0].ConsumerExists {
 		t.Errorf("info of group x.y: %v %+v", err, gi.Members)
 	}
-	res, err := c.DeleteStatic(ctx, "ORDERS", "g")
+	res, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g")
 	if err != nil {
 		t.Fatalf("delete of a group with member a.b: %v", err)
 	}
 	if len(res.Consumers) != 1 || res.Consumers[0] != "g-m2" {
 		t.Errorf("deleted %v, want g-m2", res.Consumers)
 	}
-	if _, err := c.DeleteStatic(ctx, "ORDERS", "x.y"); err != nil {
+	if _, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "x.y"); err != nil {
 		t.Fatalf("delete of group x.y: %v", err)
 	}
 	if _, err := kv.Get(ctx, "ORDERS.x.y"); !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -655,7 +656,7 @@ func TestOwnershipElasticDottedGroupDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshot(t, js)
-	res, err := c.DeleteElastic(ctx, "ORDERS", "x.y")
+	res, err := c.Delete(ctx, cg.KindElastic, "ORDERS", "x.y")
 	if err != nil || res.WorkStream != "" {
 		t.Fatalf("delete x.y: %v %+v", err, res)
 	}

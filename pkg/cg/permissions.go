@@ -37,9 +37,6 @@ const (
 // Roles lists the roles in the order cg shows them.
 func Roles() []Role { return []Role{RoleMember, RoleOperator, RoleViewer} }
 
-// ErrUnknownRole is returned, wrapped, for a role Permissions does not know.
-var ErrUnknownRole = errors.New("unknown role")
-
 // ParseRole reads a role's name.
 func ParseRole(s string) (Role, error) {
 	r := Role(s)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -224,7 +225,7 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		return err
 	}
 	ps := &poisonState{m: m, pol: pol, action: pol.action(), kv: kv,
-		prefix:  PoisonKeyPrefix(Kind(m.kind.name()), m.stream, m.group, m.member),
+		prefix:  PoisonKeyPrefix(m.kind.name(), m.stream, m.group, m.member),
 		records: map[uint64]ParkedMessage{}, releases: map[uint64]bool{},
 		relRev: map[uint64]uint64{}, used: map[uint64]uint64{},
 		held: map[uint64]heldMsg{}, holds: map[uint64]time.Time{}, owed: map[uint64]owedPoison{}}
@@ -473,7 +474,7 @@ func (ps *poisonState) before(s bindingSink, raw *nats.Msg, md *nats.MsgMetadata
 func (ps *poisonState) handle(s bindingSink, raw *nats.Msg) {
 	ps.start()
 	m := ps.m
-	subject, part := StripPartition(raw.Subject)
+	subject, part := partition.StripPartition(raw.Subject)
 	md, err := raw.Metadata()
 	if err != nil {
 		m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: part, pinID: raw.Header.Get("Nats-Pin-Id")})
@@ -569,7 +570,7 @@ func (ps *poisonState) first(s bindingSink, raw *nats.Msg) bool {
 	if err != nil {
 		return true
 	}
-	subject, part := StripPartition(raw.Subject)
+	subject, part := partition.StripPartition(raw.Subject)
 	_, _, call := ps.before(s, raw, md, subject, part)
 	return call
 }
@@ -589,7 +590,7 @@ func (ps *poisonState) now(s bindingSink, raw *nats.Msg, herr error) {
 		}
 		return
 	}
-	subject, part := StripPartition(raw.Subject)
+	subject, part := partition.StripPartition(raw.Subject)
 	seq := md.Sequence.Stream
 	ps.mu.Lock()
 	rec, parked := ps.records[seq]
@@ -799,7 +800,7 @@ func (ps *poisonState) deadLetter(s bindingSink, raw *nats.Msg, md *nats.MsgMeta
 	hdr.Set(HeaderDLSequence, strconv.FormatUint(seq, 10))
 	hdr.Set(HeaderDLSubject, origSubject)
 	hdr.Set(HeaderDLPartition, strconv.Itoa(part))
-	hdr.Set(HeaderDLKind, m.kind.name())
+	hdr.Set(HeaderDLKind, m.kind.name().String())
 	hdr.Set(HeaderDLGroup, m.group)
 	hdr.Set(HeaderDLMember, m.member)
 	hdr.Set(HeaderDLDeliveries, strconv.FormatUint(md.NumDelivered, 10))

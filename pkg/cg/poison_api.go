@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Poison messages (issue 13). With one message in flight per key, a message
+// Poison messages. With one message in flight per key, a message
 // whose handler always fails would block its key (and, with max ack pending
 // 1, its whole member) forever. A RetryPolicy in JoinOptions bounds the
 // retries and says what happens then:
@@ -230,7 +230,7 @@ const (
 	HeaderDLSubject = "Cg-Subject"
 	// HeaderDLPartition: its partition.
 	HeaderDLPartition = "Cg-Partition"
-	// HeaderDLKind: "static" or "elastic".
+	// HeaderDLKind: the group's Kind.
 	HeaderDLKind = "Cg-Kind"
 	// HeaderDLGroup and HeaderDLMember: who gave up on it.
 	HeaderDLGroup  = "Cg-Group"
@@ -254,21 +254,6 @@ const (
 	DLReasonClassified = "classified"
 	DLReasonSkip       = "skip"
 )
-
-// ErrPoison is wrapped by the *PoisonError a member stops with under
-// PoisonStop.
-var ErrPoison = errors.New("poison message")
-
-// ErrNoPoisonState: the KV bucket PoisonBucket does not exist; it is made
-// when a group is created (or re-created identically), not by members.
-var ErrNoPoisonState = errors.New("poison state bucket missing")
-
-// ErrNotParked: a release named a message (or a member) with nothing parked.
-var ErrNotParked = errors.New("no parked message")
-
-// ErrNoDeadLetter: a release asked to skip a parked message to the
-// dead-letter subject, but its member was joined without one.
-var ErrNoDeadLetter = errors.New("no dead-letter subject")
 
 // PoisonError is why a member stopped under PoisonStop: the message it gave
 // up on.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cg-dev/cg/pkg/cg/health"
 )
 
 // Check's part for poison messages: a parked message holds its key (and a
@@ -18,17 +20,17 @@ const CodeParkedMessage = "parked-message"
 // RemedyReleaseParked: release the member's parked messages (Remedy.Member)
 // once their cause is fixed, to retry them or skip them to the dead-letter
 // subject.
-const RemedyReleaseParked RemedyCode = "release-parked"
+const RemedyReleaseParked health.RemedyCode = "release-parked"
 
 // poisonFindings are the parked-message warnings of one group. A poison
 // bucket that is missing or cannot be read gives none: the rest of the
 // check does not depend on it.
-func (r *checkRun) poisonFindings(ctx context.Context, t checkTarget) []Finding {
-	rep, err := r.c.Poison(ctx, Kind(t.kind), t.stream, t.group)
+func (r *checkRun) poisonFindings(ctx context.Context, t checkTarget) []health.Finding {
+	rep, err := r.c.Poison(ctx, t.kind, t.stream, t.group)
 	if err != nil {
 		return nil
 	}
-	var fs []Finding
+	var fs []health.Finding
 	for _, mp := range rep.Members {
 		if len(mp.Parked) == 0 {
 			continue
@@ -54,13 +56,13 @@ func (r *checkRun) poisonFindings(ctx context.Context, t checkTarget) []Finding 
 			what = append(what, w)
 		}
 		slices.Sort(parts)
-		fs = append(fs, Finding{Severity: SeverityWarning, Code: CodeParkedMessage, Member: mp.Member, Partitions: parts,
+		fs = append(fs, health.Finding{Severity: health.SeverityWarning, Code: CodeParkedMessage, Member: mp.Member, Partitions: parts,
 			Pending: uint64(len(mp.Parked)),
 			Message: fmt.Sprintf("member %s has %s parked: %s; %s until released",
 				mp.Member, plural(uint64(len(mp.Parked)), "poison message", "poison messages"), strings.Join(what, "; "),
 				map[bool]string{true: "its key waits", false: "their keys wait"}[len(mp.Parked) == 1]),
 			Hint:   "fix the cause, then release the parked messages: retry them once more, or skip them to the dead-letter subject",
-			Remedy: &Remedy{Code: RemedyReleaseParked, Kind: t.kind, Stream: t.stream, Group: t.group, Member: mp.Member}})
+			Remedy: &health.Remedy{Code: RemedyReleaseParked, Kind: t.kind.String(), Stream: t.stream, Group: t.group, Member: mp.Member}})
 	}
 	return fs
 }

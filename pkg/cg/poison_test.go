@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -332,7 +333,7 @@ func TestPoisonParkHoldsKeyUntilReleased(t *testing.T) {
 	found := false
 	for _, f := range crep.Findings {
 		if f.Code == CodeParkedMessage {
-			found = f.Severity == SeverityWarning && f.Member == "m1" && slices.Equal(f.Partitions, []int{parked.Partition}) &&
+			found = f.Severity == health.SeverityWarning && f.Member == "m1" && slices.Equal(f.Partitions, []int{parked.Partition}) &&
 				f.Remedy != nil && f.Remedy.Code == RemedyReleaseParked && strings.Contains(f.Message, "key "+poisonKey)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,10 +22,6 @@ import (
 // become once its subject transform has run. A group reads stored
 // subjects, never the configured ones: a static member's consumer filters
 // them, an elastic work stream sources them.
-
-// ErrNoMatchingSubjects: a group filter matches none of the subjects the
-// stream stores, so the group would never receive a message through it.
-var ErrNoMatchingSubjects = errors.New("group filter matches none of the stream's subjects")
 
 // intersectPattern returns the subject pattern matching exactly the
 // subjects that both patterns a and b match (NATS tokens: '*' one token,
@@ -112,7 +110,7 @@ func storedSubjects(si *jetstream.StreamInfo) subjectSpace {
 		if src == "" {
 			src = ">" // the server's reading of an empty source
 		}
-		if pt, ok, err := ParsePartitionTransform(src, dest); ok && err == nil {
+		if pt, ok, err := partition.ParsePartitionTransform(src, dest); ok && err == nil {
 			sp.partitions = pt.Partitions
 		}
 		sp.source, sp.dest = src, dest
@@ -537,8 +535,8 @@ func validateStoredFilters(fs []string, elastic bool) error {
 // streamSubjectFindings are check's findings on a group's filters against
 // what the stream stores; nil when they fit, when it cannot be told, or
 // when have already says a filter matches nothing.
-func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg GroupConfig, have []Finding) []Finding {
-	if slices.ContainsFunc(have, func(f Finding) bool { return f.Code == CodeStreamFilterMismatch }) {
+func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg health.GroupConfig, have []health.Finding) []health.Finding {
+	if slices.ContainsFunc(have, func(f health.Finding) bool { return f.Code == health.CodeStreamFilterMismatch }) {
 		return nil
 	}
 	var err error
@@ -551,14 +549,14 @@ func streamSubjectFindings(t checkTarget, si *jetstream.StreamInfo, cfg GroupCon
 	if err == nil {
 		return nil
 	}
-	f := Finding{Severity: SeverityCritical, Code: CodeStreamFilterMismatch, Message: sentinelDetail(err, ErrNoMatchingSubjects), Cause: err,
+	f := health.Finding{Severity: health.SeverityCritical, Code: health.CodeStreamFilterMismatch, Message: sentinelDetail(err, ErrNoMatchingSubjects), Cause: err,
 		Hint:   "delete the group and create it again with filters on what the stream stores",
 		Remedy: t.recreate("", " with filters on what the stream stores")}
 	if errors.Is(err, ErrStreamNotReady) {
-		f.Code = CodeStreamSubjectsUnstamped
+		f.Code = health.CodeStreamSubjectsUnstamped
 		f.Message = sentinelDetail(err, ErrStreamNotReady)
 		f.Hint = "widen the stream's subject transform source to cover every subject, or delete the group and create it again with filters on the covered part"
 		f.Remedy = nil
 	}
-	return []Finding{f}
+	return []health.Finding{f}
 }

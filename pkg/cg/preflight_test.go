@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -225,7 +227,7 @@ func TestStoredSubjectsAgainstServer(t *testing.T) {
 			for _, p := range sp.parts {
 				if server.SubjectMatchesFilter(m.Subject, p.Pattern) && sp.selects(m.Subject, p) {
 					found = true
-					if _, part := StripPartition(m.Subject); p.Stamped != (part >= 0) {
+					if _, part := partition.StripPartition(m.Subject); p.Stamped != (part >= 0) {
 						t.Errorf("%s: stored %q falls in piece %+v, stamped wrong", name, m.Subject, p)
 					}
 				}
@@ -254,7 +256,7 @@ func TestStoredFormOfAFilter(t *testing.T) {
 
 func TestValidateStoredFilters(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  GroupConfig
+		cfg  health.GroupConfig
 		want string // "" : valid
 	}{
 		{StaticConfig{MaxMembers: 2, Filters: []string{"a b"}, Members: []string{"m"}}, "white space"},
@@ -320,7 +322,7 @@ func noCritical(t *testing.T, c *Client, ctx context.Context, stream, group stri
 		t.Fatal(err)
 	}
 	for _, f := range rep.Findings {
-		if f.Severity == SeverityCritical {
+		if f.Severity == health.SeverityCritical {
 			t.Errorf("create accepted %s/%s, but check calls it critical: %s: %s", stream, group, f.Code, f.Message)
 		}
 	}
@@ -443,7 +445,7 @@ func TestDerivedElasticFiltersDeliver(t *testing.T) {
 	m, err := c.JoinElastic(ctx, "ORDERS", "g", "m1", func(ctx context.Context, msg *Msg) {
 		// The work stream holds the stored subject: the origin's
 		// partition token first, then orders.<key>.
-		if _, p := StripPartition(msg.Subject()); p >= 0 && p < 4 && msg.DoubleAck(ctx) == nil {
+		if _, p := partition.StripPartition(msg.Subject()); p >= 0 && p < 4 && msg.DoubleAck(ctx) == nil {
 			got.Add(1)
 		}
 	}, JoinOptions{})
@@ -480,13 +482,13 @@ func TestJoinRefusesStoredGroupsThatMissMessages(t *testing.T) {
 		want                       error
 		words, code                string
 	}{
-		{"static", "ORDERS", "n6", `{"max_members":6,"members":["m1"]}`, ErrStreamNotReady, "partitions into 4 ({{partition(4,...)}}) but the group has max_members 6", CodeStreamPartitionsMismatch},
-		{"static", "MIXED", "all", `{"max_members":4,"filters":[">"],"members":["m1"]}`, ErrStreamNotReady, "stores payments.* without a partition token", CodeStreamSubjectsUnstamped},
-		{"static", "ORDERS", "pay", `{"max_members":4,"filters":["payments.*"],"members":["m1"]}`, ErrNoMatchingSubjects, "matches none", CodeStreamFilterMismatch},
-		{"static", "ORDERS", "bad", `{"max_members":4,"filters":["orders. x"],"members":["m1"]}`, ErrInvalidConfig, "key ORDERS.bad in bucket static-consumer-groups: filter \"orders. x\": must not contain white space", CodeConfigInvalid},
-		{"static", "ORDERS", "ovl", `{"max_members":4,"filters":["orders.*","orders.>"],"members":["m1"]}`, ErrInvalidConfig, "key ORDERS.ovl", CodeConfigInvalid},
-		{"elastic", "ORDERS", "ref", `{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[1]}],"members":["m1"]}`, ErrNoMatchingSubjects, "'*.orders.*:2'", CodeStreamFilterMismatch},
-		{"elastic", "PLAIN", "bad", `{"max_members":4,"partitioning_filters":[{"filter":"plain..*","partitioning_wildcards":[1]}],"members":["m1"]}`, ErrInvalidConfig, "key PLAIN.bad in bucket elastic-consumer-groups", CodeConfigInvalid},
+		{"static", "ORDERS", "n6", `{"max_members":6,"members":["m1"]}`, ErrStreamNotReady, "partitions into 4 ({{partition(4,...)}}) but the group has max_members 6", health.CodeStreamPartitionsMismatch},
+		{"static", "MIXED", "all", `{"max_members":4,"filters":[">"],"members":["m1"]}`, ErrStreamNotReady, "stores payments.* without a partition token", health.CodeStreamSubjectsUnstamped},
+		{"static", "ORDERS", "pay", `{"max_members":4,"filters":["payments.*"],"members":["m1"]}`, ErrNoMatchingSubjects, "matches none", health.CodeStreamFilterMismatch},
+		{"static", "ORDERS", "bad", `{"max_members":4,"filters":["orders. x"],"members":["m1"]}`, ErrInvalidConfig, "key ORDERS.bad in bucket static-consumer-groups: filter \"orders. x\": must not contain white space", health.CodeConfigInvalid},
+		{"static", "ORDERS", "ovl", `{"max_members":4,"filters":["orders.*","orders.>"],"members":["m1"]}`, ErrInvalidConfig, "key ORDERS.ovl", health.CodeConfigInvalid},
+		{"elastic", "ORDERS", "ref", `{"max_members":4,"partitioning_filters":[{"filter":"orders.*","partitioning_wildcards":[1]}],"members":["m1"]}`, ErrNoMatchingSubjects, "'*.orders.*:2'", health.CodeStreamFilterMismatch},
+		{"elastic", "PLAIN", "bad", `{"max_members":4,"partitioning_filters":[{"filter":"plain..*","partitioning_wildcards":[1]}],"members":["m1"]}`, ErrInvalidConfig, "key PLAIN.bad in bucket elastic-consumer-groups", health.CodeConfigInvalid},
 	} {
 		var err error
 		if tc.kind == "static" {
@@ -511,13 +513,13 @@ func TestJoinRefusesStoredGroupsThatMissMessages(t *testing.T) {
 				t.Errorf("%s/%s: join refused, but it made consumer %s", tc.stream, tc.group, ci.Name)
 			}
 		}
-		rep, err := c.Check(ctx, CheckScope{Stream: tc.stream, Group: tc.group, Kind: tc.kind})
+		rep, err := c.Check(ctx, CheckScope{Stream: tc.stream, Group: tc.group, Kind: Kind(tc.kind)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := false
 		for _, f := range rep.Findings {
-			if f.Code == tc.code && f.Severity == SeverityCritical && f.Hint != "" {
+			if f.Code == tc.code && f.Severity == health.SeverityCritical && f.Hint != "" {
 				found = true
 			}
 		}

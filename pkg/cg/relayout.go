@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -114,7 +115,7 @@ type RelayoutOld struct {
 // relayoutWork is a plan with what carrying it out needs.
 type relayoutWork struct {
 	plan     RelayoutPlan
-	cfg      GroupConfig
+	cfg      health.GroupConfig
 	cstream  string
 	replicas int
 	from     storedGroup                 // the entry readers find now
@@ -254,8 +255,8 @@ func (c *Client) layoutEntry(ctx context.Context, k Kind, stream, group string, 
 // sameShape refuses a group stored in both layouts' buckets with
 // different configurations: that is no relayout left part-way, and which
 // one is meant cannot be told.
-func sameShape(k Kind, cfg GroupConfig, e jetstream.KeyValueEntry) error {
-	var o GroupConfig
+func sameShape(k Kind, cfg health.GroupConfig, e jetstream.KeyValueEntry) error {
+	var o health.GroupConfig
 	var err error
 	if k == KindStatic {
 		o, err = decodeStatic(e.Key(), e.Value())
@@ -388,17 +389,17 @@ func (c *Client) staleMemberConsumers(ctx context.Context, w *relayoutWork) erro
 }
 
 // relayoutOwned says whether an old-layout consumer is the group's.
-func relayoutOwned(cc jetstream.ConsumerConfig, k Kind, cfg GroupConfig, stream, group string, l Layout, o RelayoutOld) (bool, string) {
+func relayoutOwned(cc jetstream.ConsumerConfig, k Kind, cfg health.GroupConfig, stream, group string, l Layout, o RelayoutOld) (bool, string) {
 	if l == LayoutPartition {
 		return PartitionConsumerOwned(cc, k, stream, group, o.Partitions[0])
 	}
 	if k == KindStatic {
-		return MemberConsumerOwned(cc, string(k), stream, group, o.Member, staticForms(cfg.(StaticConfig), o.Member)...)
+		return MemberConsumerOwned(cc, k, stream, group, o.Member, staticForms(cfg.(StaticConfig), o.Member)...)
 	}
 	if groupConsumer(cc, stream, group, cfg.PartitionCount()) && (!isMarked(cc.Metadata) || cc.Metadata[MarkMember] == o.Member) {
 		return true, ""
 	}
-	_, why := MemberConsumerOwned(cc, string(k), stream, group, o.Member, newLayout(cfg).memberFilters(cfg, o.Member))
+	_, why := MemberConsumerOwned(cc, k, stream, group, o.Member, newLayout(cfg).memberFilters(cfg, o.Member))
 	return false, why
 }
 
@@ -483,7 +484,7 @@ func (c *Client) relayoutNew(ctx context.Context, w *relayoutWork) error {
 			}
 			es = append(es, entry{
 				rc:      RelayoutConsumer{Consumer: name, Member: m, Partitions: parts},
-				filters: lay.memberFilters(cfg, m), posName: m, marks: Marks(string(k), stream, group, m),
+				filters: lay.memberFilters(cfg, m), posName: m, marks: Marks(k, stream, group, m),
 			})
 		}
 	}
@@ -574,7 +575,7 @@ func (c *Client) relayoutClashes(ctx context.Context, w *relayoutWork) error {
 		var why string
 		if w.plan.To == LayoutPartition {
 			ok, why = PartitionConsumerOwned(ci.Config, k, stream, group, n.Partitions[0])
-		} else if ok = markedFor(ci.Config.Metadata, string(k), stream, group, n.Member); !ok {
+		} else if ok = markedFor(ci.Config.Metadata, k, stream, group, n.Member); !ok {
 			why = "it is not marked as cg's for member " + strconv.Quote(n.Member)
 			if isMarked(ci.Config.Metadata) {
 				why = "it is marked as made for " + markOwner(ci.Config.Metadata)
@@ -822,7 +823,7 @@ func (c *Client) stillStopped(ctx context.Context, w *relayoutWork) error {
 }
 
 // relayoutValue is the configuration stored for layout l.
-func relayoutValue(cfg GroupConfig, l Layout) ([]byte, error) {
+func relayoutValue(cfg health.GroupConfig, l Layout) ([]byte, error) {
 	switch c := cfg.(type) {
 	case StaticConfig:
 		c.Layout = l.stored()

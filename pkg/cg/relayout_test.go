@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -541,7 +542,7 @@ func TestRelayoutKeepsParkedMessages(t *testing.T) {
 	}
 	join()
 	// Held behind the parked one still: nothing of k03 from seq 2 on.
-	p, _ := cg.PartitionOfSubject("orders.k03", "orders.*", 10, []int{1})
+	p, _ := partition.PartitionOfSubject("orders.k03", "orders.*", 10, []int{1})
 	natstest.Eventually(t, 10*time.Second, "the parked message held again on its partition's consumer", func() bool {
 		cons, err := js.Consumer(ctx, "ORDERS", cg.PartitionConsumerName("g", p))
 		return err == nil && cons.CachedInfo().NumAckPending >= 1

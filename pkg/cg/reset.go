@@ -35,17 +35,6 @@ import (
 // MinConsumerReset is the first server version with the consumer reset API.
 var MinConsumerReset = Version{2, 14, 0}
 
-// Errors of a reset; wrap-checked with errors.Is.
-var (
-	// ErrResetTarget: the wanted position is not one the stream has (a
-	// time in the future, a sequence past the end) or none or several
-	// were given.
-	ErrResetTarget = errors.New("invalid reset target")
-	// ErrResetUnsupported: the reset asked for cannot be done for this
-	// group (an elastic rewind) or by this server.
-	ErrResetUnsupported = errors.New("reset not supported")
-)
-
 // ResetTarget is where a reset moves members. Exactly one of its fields
 // is set.
 type ResetTarget struct {
@@ -222,7 +211,7 @@ func (c *Client) resetPlan(ctx context.Context, k Kind, stream, group string, me
 		mp := ResetMemberPlan{Member: m, Consumer: name, To: plan.Seq}
 		filters := l.memberFilters(scfg, m)
 		if ci != nil {
-			if owned, why := MemberConsumerOwned(ci.Config, "static", stream, group, m, staticForms(scfg, m)...); !owned {
+			if owned, why := MemberConsumerOwned(ci.Config, KindStatic, stream, group, m, staticForms(scfg, m)...); !owned {
 				return plan, nil, notOwned("consumer", name, fmt.Sprintf("member %q of static group %q", m, group), why, "")
 			}
 			filters = consumerFilters(ci.Config)

@@ -45,7 +45,7 @@ func (c *Client) elasticResetPlan(ctx context.Context, plan ResetPlan, cfg Elast
 		filters := l.memberFilters(cfg, m)
 		if ci != nil {
 			if !groupConsumer(ci.Config, plan.Stream, plan.Group, cfg.MaxMembers) {
-				_, why := MemberConsumerOwned(ci.Config, "elastic", plan.Stream, plan.Group, m, filters)
+				_, why := MemberConsumerOwned(ci.Config, KindElastic, plan.Stream, plan.Group, m, filters)
 				return plan, nil, notOwned("consumer", m+" on "+ws, fmt.Sprintf("elastic group %q on %s (member %q)", plan.Group, plan.Stream, m), why, "")
 			}
 			filters = consumerFilters(ci.Config)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,7 +22,7 @@ type CreateStaticResult struct {
 	// Created is false when an identical group already existed.
 	Created bool
 	// Transform is the stream's partitioning transform the group rests on.
-	Transform PartitionTransform
+	Transform partition.PartitionTransform
 }
 
 // stream returns the stream's info or ErrStreamNotFound.
@@ -41,15 +43,15 @@ func (c *Client) streamInfo(ctx context.Context, stream string) (*jetstream.Stre
 // StreamPartitioning returns the stream's subject transform when its
 // destination starts with {{partition(N,...)}}, or ErrStreamNotReady saying
 // what the stream has instead.
-func StreamPartitioning(si *jetstream.StreamInfo) (PartitionTransform, error) {
+func StreamPartitioning(si *jetstream.StreamInfo) (partition.PartitionTransform, error) {
 	st := si.Config.SubjectTransform
 	if st == nil || st.Destination == "" {
-		return PartitionTransform{}, &RemedyError{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
-			Remedy: Remedy{Code: RemedyStreamTransformExample, Kind: "static", Stream: si.Config.Name,
+		return partition.PartitionTransform{}, &health.Error{Err: ErrStreamNotReady, Fix: "source 'orders.*' to destination '{{partition(10,1)}}.orders.{{wildcard(1)}}'",
+			Remedy: health.Remedy{Code: health.RemedyStreamTransformExample, Kind: KindStatic.String(), Stream: si.Config.Name,
 				Lead: fmt.Sprintf("%v: stream %q has no subject transform; static groups need one whose destination starts with {{partition(N,...)}}, e.g. ", ErrStreamNotReady, si.Config.Name),
 				Tail: " (or use an elastic group, which works on any stream)"}}
 	}
-	pt, ok, err := ParsePartitionTransform(st.Source, st.Destination)
+	pt, ok, err := partition.ParsePartitionTransform(st.Source, st.Destination)
 	if err != nil {
 		return pt, fmt.Errorf("%w: stream %q transform %q: %v", ErrStreamNotReady, si.Config.Name, st.Destination, err)
 	}
@@ -151,26 +153,16 @@ func (c *Client) StaticConfig(ctx context.Context, stream, group string) (Static
 	return cfg, err
 }
 
-// ListStatic returns the names of the static groups on stream.
-//
-// Deprecated: use [Client.List] with [KindStatic], the same call for either kind.
-func (c *Client) ListStatic(ctx context.Context, stream string) ([]string, error) {
-	if _, err := c.streamInfo(ctx, stream); err != nil {
-		return nil, err
-	}
-	return c.listGroups(ctx, "static", stream)
-}
-
 // fillConfig sets the configuration-derived fields of gi. (A function, not
 // a method: GroupInfo is health.GroupInfo.)
-func fillConfig(gi *GroupInfo, cfg GroupConfig) {
+func fillConfig(gi *health.GroupInfo, cfg health.GroupConfig) {
 	gi.Config, gi.Partitions, gi.Mode = cfg, cfg.PartitionCount(), cfg.Mode()
 	gi.Filters = cfg.SubjectFilters()
 	gi.Owners = cfg.Assignment().Owner
 }
 
-func memberStatus(member string, partitions []int, filters []string, consumer string, ci *jetstream.ConsumerInfo) MemberStatus {
-	ms := MemberStatus{Member: member, Partitions: partitions, Consumer: consumer, Filters: filters}
+func memberStatus(member string, partitions []int, filters []string, consumer string, ci *jetstream.ConsumerInfo) health.MemberStatus {
+	ms := health.MemberStatus{Member: member, Partitions: partitions, Consumer: consumer, Filters: filters}
 	if ms.Partitions == nil {
 		ms.Partitions = []int{}
 	}
@@ -216,16 +208,10 @@ func (c *Client) consumerInfo(ctx context.Context, stream, consumer string) (*je
 	return cons.CachedInfo(), nil
 }
 
-// StaticInfo returns a static group's configuration, member states and
-// lag per member and per partition.
-//
-// Deprecated: use [Client.Info] with [KindStatic], the same call for either kind.
-func (c *Client) StaticInfo(ctx context.Context, stream, group string) (GroupInfo, error) {
-	return c.staticInfo(ctx, stream, group, lagScope{all: true})
-}
-
-func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (GroupInfo, error) {
-	gi := GroupInfo{Kind: "static", Stream: stream, Group: group}
+// staticInfo reads a static group's configuration, member states and lag
+// per member and per partition.
+func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lagScope) (health.GroupInfo, error) {
+	gi := health.GroupInfo{Kind: KindStatic.String(), Stream: stream, Group: group}
 	si, err := c.streamInfo(ctx, stream)
 	if err != nil {
 		return gi, err
@@ -258,26 +244,6 @@ func (c *Client) staticInfo(ctx context.Context, stream, group string, scope lag
 	return gi, ctx.Err() // a cancelled info is cut short, not complete
 }
 
-// StaticMemberInfo returns one member's state, with its lag.
-//
-// Deprecated: use [Client.MemberInfo] with [KindStatic], the same call for either kind.
-func (c *Client) StaticMemberInfo(ctx context.Context, stream, group, member string) (MemberStatus, error) {
-	return c.staticMemberInfo(ctx, stream, group, member, lagScope{member: member})
-}
-
-func (c *Client) staticMemberInfo(ctx context.Context, stream, group, member string, scope lagScope) (MemberStatus, error) {
-	gi, err := c.staticInfo(ctx, stream, group, scope)
-	if err != nil {
-		return MemberStatus{}, err
-	}
-	for _, ms := range gi.Members {
-		if ms.Member == member {
-			return ms, nil
-		}
-	}
-	return MemberStatus{}, fmt.Errorf("%w: %q is not a member of static group %q (members: %s)", ErrMemberNotFound, member, group, strings.Join(gi.Config.MemberNames(), ", "))
-}
-
 // StepDownResult tells which pin a step-down released.
 type StepDownResult struct {
 	Member    string `json:"member"`
@@ -299,19 +265,7 @@ type StepDownResult struct {
 	Waiting int `json:"waiting"`
 }
 
-// StaticStepDown unpins the member's pinned instance so the server pins
-// another (a standby, or the same instance when it is the only one).
-//
-// Deprecated: use [Client.StepDown] with [KindStatic], the same call for either kind.
-func (c *Client) StaticStepDown(ctx context.Context, stream, group, member string) (StepDownResult, error) {
-	ms, err := c.staticMemberInfo(ctx, stream, group, member, lagScope{})
-	if err != nil {
-		return StepDownResult{}, err
-	}
-	return c.stepDown(ctx, stream, ms)
-}
-
-func (c *Client) stepDown(ctx context.Context, stream string, ms MemberStatus) (StepDownResult, error) {
+func (c *Client) stepDown(ctx context.Context, stream string, ms health.MemberStatus) (StepDownResult, error) {
 	if len(ms.PartitionConsumers) > 0 {
 		return c.layoutStepDown(ctx, stream, ms)
 	}
@@ -340,13 +294,11 @@ type DeleteResult struct {
 	Kept []string `json:"kept,omitempty"`
 }
 
-// DeleteStatic removes the group's KV entry and its own member consumers
+// deleteStatic removes the group's KV entry and its own member consumers
 // (<group>-<member> for each configured member, when MemberConsumerOwned)
 // and nothing else: a consumer of that name that is not the member's is
 // kept and reported in Kept. Running members see the deletion and stop.
-//
-// Deprecated: use [Client.Delete] with [KindStatic], the same call for either kind.
-func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
+func (c *Client) deleteStatic(ctx context.Context, stream, group string) (DeleteResult, error) {
 	res := DeleteResult{Key: Key(stream, group)}
 	if err := ValidateStoredGroupName(group); err != nil {
 		return res, err
@@ -390,7 +342,7 @@ func (c *Client) DeleteStatic(ctx context.Context, stream, group string) (Delete
 	}
 	for _, m := range cfg.MemberNames() {
 		name := StaticConsumerName(group, m)
-		deleted, kept, err := c.deleteOwnedConsumer(ctx, s, stream, name, "static", group, m, staticForms(cfg, m))
+		deleted, kept, err := c.deleteOwnedConsumer(ctx, s, stream, name, KindStatic, group, m, staticForms(cfg, m))
 		switch {
 		case err != nil:
 			errs = append(errs, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,7 +26,7 @@ type staticStrategy struct {
 	resumed string        // how a recreated consumer resumed
 }
 
-func (m *staticStrategy) name() string { return "static" }
+func (m *staticStrategy) name() Kind { return KindStatic }
 
 func (m *staticStrategy) shape(cc *jetstream.ConsumerConfig) {
 	cc.Durable = m.consumer
@@ -257,8 +258,8 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	case err == nil:
 		return false // still there (or another instance recreated it)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		go m.stop(&RemedyError{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
-			Remedy: Remedy{Code: RemedyRecreateStreamAndGroup, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+		go m.stop(&health.Error{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
+			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
 				Lead: fmt.Sprintf("stream %s was deleted under static member %s of group %s (its consumer %s with it); ", m.cstream, m.member, m.group, m.consumer)}}, "stream deleted")
 		return true
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -286,8 +287,8 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	m.resumed = ""
 	m.mu.Unlock()
 	if err := m.bindStatic(ctx, filters); err != nil {
-		go m.stop(&RemedyError{Err: ErrConsumerGone, Fix: "start the member again",
-			Remedy: Remedy{Code: RemedyRestartMember, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+		go m.stop(&health.Error{Err: ErrConsumerGone, Fix: "start the member again",
+			Remedy: health.Remedy{Code: health.RemedyRestartMember, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
 				Lead: fmt.Sprintf("member consumer %s on %s was deleted under static member %s and could not be recreated: %v; ", m.consumer, m.cstream, m.member, err)}}, "member consumer deleted")
 		return true
 	}

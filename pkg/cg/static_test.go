@@ -12,6 +12,7 @@ import (
 
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,7 +75,7 @@ func TestCreateStaticIdempotentAndDiffers(t *testing.T) {
 	if got, want := string(e.Value()), `{"max_members":10,"filters":["\u003e"],"members":["m1","m2"]}`; got != want {
 		t.Fatalf("stored value %s, want %s", got, want)
 	}
-	groups, err := c.ListStatic(ctx, "ORDERS")
+	groups, err := c.List(ctx, cg.KindStatic, "ORDERS")
 	if err != nil || len(groups) != 1 || groups[0] != "fulfillment" {
 		t.Fatalf("list: %v %v", groups, err)
 	}
@@ -164,7 +165,7 @@ func TestStaticMemberConsumesOwnPartitionsStripped(t *testing.T) {
 		return func(_ context.Context, m *cg.Msg) {
 			mu.Lock()
 			got[name] = append(got[name], m.Subject())
-			p, _ := cg.PartitionOfSubject(m.Subject(), "orders.*", 10, []int{1})
+			p, _ := partition.PartitionOfSubject(m.Subject(), "orders.*", 10, []int{1})
 			if p != m.Partition() {
 				wrong++
 			}
@@ -199,8 +200,8 @@ func TestStaticMemberConsumesOwnPartitionsStripped(t *testing.T) {
 	}
 	for name, subs := range got {
 		for _, s := range subs {
-			p, _ := cg.PartitionOfSubject(s, "orders.*", 10, []int{1})
-			owner := cg.BalancedAssignment([]string{"m1", "m2"}, 10).Owner[p]
+			p, _ := partition.PartitionOfSubject(s, "orders.*", 10, []int{1})
+			owner := partition.BalancedAssignment([]string{"m1", "m2"}, 10).Owner[p]
 			if owner != name {
 				t.Fatalf("%s got %s of partition %d owned by %s", name, s, p, owner)
 			}
@@ -218,7 +219,7 @@ func TestStaticMemberConsumesOwnPartitionsStripped(t *testing.T) {
 }
 
 func pinOf(t *testing.T, c *cg.Client, member string) string {
-	ms, err := c.StaticMemberInfo(context.Background(), "ORDERS", "g", member)
+	ms, err := c.MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", member)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestStepDownMovesPin(t *testing.T) {
 	if (a.PinID() == first) == (b.PinID() == first) {
 		t.Fatalf("exactly one instance should hold pin %s: a=%q b=%q", first, a.PinID(), b.PinID())
 	}
-	res, err := c.StaticStepDown(ctx, "ORDERS", "g", "m1")
+	res, err := c.StepDown(ctx, cg.KindStatic, "ORDERS", "g", "m1")
 	if err != nil || res.PrevPinID != first {
 		t.Fatalf("step-down: %v %+v", err, res)
 	}
@@ -322,7 +323,7 @@ func TestDeleteStaticLeavesOthersAndStopsMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.DeleteStatic(ctx, "ORDERS", "g")
+	res, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestDeleteStaticLeavesOthersAndStopsMembers(t *testing.T) {
 	if _, err := c.StaticConfig(ctx, "ORDERS", "g-m1"); err != nil {
 		t.Errorf("group g-m1 gone: %v", err)
 	}
-	if _, err := c.DeleteStatic(ctx, "ORDERS", "g"); !errors.Is(err, cg.ErrGroupNotFound) {
+	if _, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g"); !errors.Is(err, cg.ErrGroupNotFound) {
 		t.Fatalf("second delete: want ErrGroupNotFound, got %v", err)
 	}
 }
@@ -436,7 +437,7 @@ func TestStaticConsumerGoesAwayAndResumesWhereItLeftOff(t *testing.T) {
 	defer m.Stop()
 	// The group did not lose its position: only the 5 new messages.
 	natstest.Eventually(t, 20*time.Second, "5 new handled", func() bool { return cnt.get("second") == 5 })
-	ms, err := c.StaticMemberInfo(ctx, "ORDERS", "g", "m1")
+	ms, err := c.MemberInfo(ctx, cg.KindStatic, "ORDERS", "g", "m1")
 	if err != nil || ms.Pending != 0 {
 		t.Fatalf("member info after resuming: %+v %v", ms, err)
 	}
@@ -447,7 +448,7 @@ func TestStaticConsumerGoesAwayAndResumesWhereItLeftOff(t *testing.T) {
 		t.Fatalf("joined event reason %q", reason)
 	}
 	// Deleting the group removes the saved position too.
-	if _, err := c.DeleteStatic(ctx, "ORDERS", "g"); err != nil {
+	if _, err := c.Delete(ctx, cg.KindStatic, "ORDERS", "g"); err != nil {
 		t.Fatal(err)
 	}
 	kv, _ := js.KeyValue(ctx, cg.PositionsBucket)

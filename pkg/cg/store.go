@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// KV buckets holding group configurations (SPEC §3).
+// KV buckets holding group configurations, as the reference names them.
 const (
 	StaticBucket  = "static-consumer-groups"
 	ElasticBucket = "elastic-consumer-groups"
@@ -97,38 +97,30 @@ type GroupRef struct {
 	Layout Layout `json:"layout,omitempty"`
 }
 
-// kindBucket is the bucket holding groups of kind ("static" or "elastic").
-func kindBucket(kind string) string {
-	if kind == "elastic" {
-		return ElasticBucket
-	}
-	return StaticBucket
-}
-
-// ListGroups returns every stored group of the given kinds ("static",
-// "elastic"; none: both) on every stream, from one key listing per kind,
-// sorted by stream, group and kind. A kind with no bucket yet has no
-// groups.
-func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, error) {
+// ListGroups returns every stored group of the given kinds (none: both)
+// on every stream, from one key listing per kind and layout, sorted by
+// stream, group and kind. A kind with no bucket yet has no groups.
+func (c *Client) ListGroups(ctx context.Context, kinds ...Kind) ([]GroupRef, error) {
 	if len(kinds) == 0 {
-		kinds = []string{"static", "elastic"}
+		kinds = Kinds()
 	}
 	var out []GroupRef
 	type source struct {
-		kind, bucket string
-		layout       Layout
+		kind   Kind
+		bucket string
+		layout Layout
 	}
 	var sources []source
 	for _, kind := range kinds {
+		if err := kind.Valid(); err != nil {
+			return nil, err
+		}
 		for _, l := range Layouts() {
-			sources = append(sources, source{kind, Kind(kind).LayoutBucket(l), l.stored()})
+			sources = append(sources, source{kind, kind.LayoutBucket(l), l.stored()})
 		}
 	}
 	for _, src := range sources {
 		kind, bucket := src.kind, src.bucket
-		if bucket == "" {
-			bucket = kindBucket(kind)
-		}
 		kv, err := c.bucket(ctx, bucket)
 		if errors.Is(err, ErrGroupNotFound) {
 			continue
@@ -142,7 +134,7 @@ func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, e
 		}
 		for k := range lister.Keys() {
 			if s, g, ok := strings.Cut(k, "."); ok && g != "" {
-				out = append(out, GroupRef{Kind: kind, Stream: s, Group: g, Layout: src.layout})
+				out = append(out, GroupRef{Kind: kind.String(), Stream: s, Group: g, Layout: src.layout})
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -155,9 +147,9 @@ func (c *Client) ListGroups(ctx context.Context, kinds ...string) ([]GroupRef, e
 	return out, nil
 }
 
-// listGroups returns the names of the groups of kind stored for stream, sorted.
-func (c *Client) listGroups(ctx context.Context, kind, stream string) ([]string, error) {
-	refs, err := c.ListGroups(ctx, kind)
+// listGroups returns the names of the groups of kind k stored for stream, sorted.
+func (c *Client) listGroups(ctx context.Context, k Kind, stream string) ([]string, error) {
+	refs, err := c.ListGroups(ctx, k)
 	if err != nil {
 		return nil, err
 	}

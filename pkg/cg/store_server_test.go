@@ -39,10 +39,10 @@ func TestListGroupsAcrossStreamsAndKinds(t *testing.T) {
 	if err != nil || !slices.Equal(static, want[2:]) {
 		t.Fatalf("ListGroups(static) = %v %v", static, err)
 	}
-	if names, err := c.ListElastic(ctx, "EV"); err != nil || !slices.Equal(names, []string{"a", "z"}) {
-		t.Fatalf("ListElastic(EV) = %v %v", names, err)
+	if names, err := c.List(ctx, cg.KindElastic, "EV"); err != nil || !slices.Equal(names, []string{"a", "z"}) {
+		t.Fatalf("List(elastic, EV) = %v %v", names, err)
 	}
-	if names, err := c.ListStatic(ctx, "ORDERS"); err != nil || !slices.Equal(names, []string{"a", "b"}) {
-		t.Fatalf("ListStatic(ORDERS) = %v %v", names, err)
+	if names, err := c.List(ctx, cg.KindStatic, "ORDERS"); err != nil || !slices.Equal(names, []string{"a", "b"}) {
+		t.Fatalf("List(static, ORDERS) = %v %v", names, err)
 	}
 }

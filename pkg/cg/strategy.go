@@ -17,9 +17,8 @@ import (
 // back into the runtime (attach, release, stop) and never the other way
 // round through a kind switch.
 type strategy interface {
-	// name is the kind, "static" or "elastic", as the ownership marks
-	// spell it.
-	name() string
+	// name is the kind, as the ownership marks spell it.
+	name() Kind
 	// shape sets the kind's part of the member consumer's configuration:
 	// durable or named, and how long it outlives its last instance.
 	shape(cc *jetstream.ConsumerConfig)
@@ -52,7 +51,7 @@ type elasticStrategy struct {
 	advisory  *nats.Subscription
 }
 
-func (m *elasticStrategy) name() string { return "elastic" }
+func (m *elasticStrategy) name() Kind { return KindElastic }
 
 func (m *elasticStrategy) shape(cc *jetstream.ConsumerConfig) {
 	// Not durable: it goes away by inactivity, one ack wait after every

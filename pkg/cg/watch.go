@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
 	"github.com/nats-io/nats.go"
 )
 
@@ -23,7 +24,7 @@ type pinAdvisory struct {
 // on stream (the stream member consumers live on: the group's stream for
 // a static group, its work stream for an elastic one) and calls fn for
 // each. The returned stop ends the subscriptions.
-func (c *Client) WatchPins(stream string, fn func(PinEvent)) (stop func(), err error) {
+func (c *Client) WatchPins(stream string, fn func(health.PinEvent)) (stop func(), err error) {
 	var subs []*nats.Subscription
 	stop = func() {
 		for _, s := range subs {
@@ -37,7 +38,7 @@ func (c *Client) WatchPins(stream string, fn func(PinEvent)) (stop func(), err e
 			if json.Unmarshal(m.Data, &a) != nil {
 				return
 			}
-			fn(PinEvent{Time: a.Time, Event: kind, Consumer: a.Consumer, PinID: a.PinnedID, Reason: a.Reason})
+			fn(health.PinEvent{Time: a.Time, Event: kind, Consumer: a.Consumer, PinID: a.PinnedID, Reason: a.Reason})
 		})
 		if err != nil {
 			stop()

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/cg-dev/cg/pkg/cg"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // The headers cg publish stamps and consume --verify reads, spelled out
@@ -186,7 +186,7 @@ func keysFor(n, per int) []string {
 			return keys
 		}
 		k := fmt.Sprintf("k%03d", i)
-		if p := cg.PartitionOfKey(k, n); count[p] < per {
+		if p := partition.PartitionOfKey(k, n); count[p] < per {
 			count[p]++
 			keys = append(keys, k)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/internal/clitest"
@@ -59,7 +60,7 @@ func world(t *testing.T) (url string, js jetstream.JetStream) {
 		must(c.CreateElastic(ctx, "PLAIN", g.name, cg.ElasticConfig{MaxMembers: g.n, PartitioningFilters: byFirst}))
 	}
 	must(c.AddMembers(ctx, "PLAIN", "eg", []string{"a", "b"}))
-	must(c.SetMappings(ctx, "PLAIN", "emap", []cg.MemberMapping{{Member: "a", Partitions: []int{0, 1}}, {Member: "b", Partitions: []int{2, 3}}}))
+	must(c.SetMappings(ctx, "PLAIN", "emap", []partition.MemberMapping{{Member: "a", Partitions: []int{0, 1}}, {Member: "b", Partitions: []int{2, 3}}}))
 	must(c.AddMembers(ctx, "PLAIN", "efull", []string{"x", "y"}))
 	must(c.CreateElastic(ctx, "PLAIN", "orphan", cg.ElasticConfig{MaxMembers: 4, PartitioningFilters: byFirst}))
 	must(c.AddMembers(ctx, "PLAIN", "orphan", []string{"a"}))

@@ -159,7 +159,7 @@ func TestSIGKILLMidBatchReplaysTheBatch(t *testing.T) {
 	a := startBatch(t, url, "a", kill, args...)
 	b := startBatch(t, url, "b", kill, args...)
 	natstest.Eventually(t, 20*time.Second, "both instances joined", func() bool {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		return err == nil && ms.Waiting >= 2
 	})
 	// 400 messages at 2ms: a backlog builds (the handler takes 20ms a
@@ -189,10 +189,10 @@ func TestSIGKILLMidBatchReplaysTheBatch(t *testing.T) {
 	n := pub.finish()
 	// The standby handles everything; the member ends with nothing pending.
 	if !clitest.Poll(nil, 40*time.Second, func() bool {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		return err == nil && ms.Pending == 0 && ms.AckPending == 0 && len(ackedSeqs(victim.snapshot()))+len(ackedSeqs(standby.snapshot())) >= n
 	}) {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		standby.mu.Lock()
 		tail := standby.raw[max(0, len(standby.raw)-5):]
 		standby.mu.Unlock()

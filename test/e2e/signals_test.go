@@ -238,7 +238,7 @@ func pinnedPair(t *testing.T, url string, js jetstream.JetStream, args ...string
 	a := start(t, url, "a", args...)
 	b := start(t, url, "b", args...)
 	natstest.Eventually(t, 20*time.Second, "both instances joined", func() bool {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		return err == nil && ms.Waiting >= 2
 	})
 	pub := publish(t, js, 5*time.Millisecond, 4000)
@@ -269,7 +269,7 @@ func TestSIGTERMHandsOverAtOnce(t *testing.T) {
 		t.Fatalf("SIGTERM'd instance exited with %v, want 0", err)
 	}
 	if !clitest.Poll(nil, 15*time.Second, func() bool { return standby.count() > 20 }) {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		t.Fatalf("standby did not take over: %+v %v", ms, err)
 	}
 	n := pub.finish()
@@ -320,11 +320,11 @@ func TestSIGKILLFailsOverByPinnedTTL(t *testing.T) {
 func waitAll(t *testing.T, js jetstream.JetStream, n int, a, b *instance) {
 	t.Helper()
 	settled := func() bool {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		return err == nil && ms.Pending == 0 && ms.AckPending == 0
 	}
 	if !clitest.Poll(nil, 20*time.Second, func() bool { return a.count()+b.count() >= n && settled() }) {
-		ms, err := cg.New(js).StaticMemberInfo(context.Background(), "ORDERS", "g", "m1")
+		ms, err := cg.New(js).MemberInfo(context.Background(), cg.KindStatic, "ORDERS", "g", "m1")
 		b.mu.Lock()
 		tail := b.raw[max(0, len(b.raw)-3):]
 		b.mu.Unlock()

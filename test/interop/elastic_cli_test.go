@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -59,8 +61,8 @@ func TestElasticCLIAdministersReferenceMembers(t *testing.T) {
 		t.Fatalf("elastic ls: %s", r.Out)
 	}
 	var info struct {
-		WorkStream string            `json:"work_stream"`
-		Members    []cg.MemberStatus `json:"members"`
+		WorkStream string                `json:"work_stream"`
+		Members    []health.MemberStatus `json:"members"`
 	}
 	if r := cli("elastic", "info", streamName, groupName, "--json"); json.Unmarshal([]byte(r.Out), &info) != nil || info.WorkStream != workStream() || len(info.Members) != 2 {
 		t.Fatalf("elastic info: %s", r.Out)
@@ -154,7 +156,7 @@ func TestElasticCLIConsumesReferenceGroup(t *testing.T) {
 	owner := cgConfigOf(e.elasticConfig()).Assignment().Owner
 	m1Count := 0
 	for k, last := range p.snapshot() {
-		if owner[cg.PartitionOfKey(k, elasticN)] == "m1" {
+		if owner[partition.PartitionOfKey(k, elasticN)] == "m1" {
 			m1Count += int(last)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
@@ -79,7 +80,7 @@ func (e *env) waitConverged(timeout time.Duration, what string) {
 		cfg := cgConfigOf(ref)
 		for _, m := range cfg.MemberNames() {
 			// Either implementation's filters (they differ for mapped
-			// groups with filters, SPEC §2).
+			// groups with filters: the reference writes <p>.>).
 			refWant := sortedCopy(pcgroups.ElasticGetPartitionFilters(*ref, m))
 			cgWant := sortedCopy(cfg.MemberFilters(m))
 			ci := e.consumerInfo(workStream(), m)
@@ -190,14 +191,14 @@ func (r *elasticRun) run(t *testing.T) tally {
 		if d.keySeq <= mark[d.key] {
 			continue
 		}
-		if part := cg.PartitionOfKey(d.key, elasticN); owner[part] != d.member {
+		if part := partition.PartitionOfKey(d.key, elasticN); owner[part] != d.member {
 			wrong++
 			if wrong <= 3 {
 				t.Errorf("%s#%d (partition %d of %s) handled by %s", d.key, d.keySeq, part, owner[part], d.member)
 			}
 		}
-		if d.partition >= 0 && d.partition != cg.PartitionOfKey(d.key, elasticN) {
-			t.Errorf("cg handed %s#%d as partition %d, cg's math says %d", d.key, d.keySeq, d.partition, cg.PartitionOfKey(d.key, elasticN))
+		if d.partition >= 0 && d.partition != partition.PartitionOfKey(d.key, elasticN) {
+			t.Errorf("cg handed %s#%d as partition %d, cg's math says %d", d.key, d.keySeq, d.partition, partition.PartitionOfKey(d.key, elasticN))
 		}
 		if d.subject != "orders."+d.key {
 			t.Errorf("handler saw subject %q for key %s", d.subject, d.key)
@@ -279,14 +280,14 @@ func TestElasticReferenceGroupCgMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cg.New(e.js)
-	if names, err := c.ListElastic(ctx, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
+	if names, err := c.List(ctx, cg.KindElastic, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
 		t.Fatalf("cg lists %v, %v", names, err)
 	}
 	checkInfo := func(when string) {
 		t.Helper()
-		gi, err := c.ElasticInfo(ctx, streamName, groupName)
+		gi, err := c.Info(ctx, cg.KindElastic, streamName, groupName)
 		if err != nil {
-			t.Fatalf("%s: ElasticInfo: %v", when, err)
+			t.Fatalf("%s: elastic info: %v", when, err)
 		}
 		ref := e.elasticConfig()
 		if gi.WorkStream != workStream() || gi.Partitions != elasticN {
@@ -297,7 +298,7 @@ func TestElasticReferenceGroupCgMembers(t *testing.T) {
 			names = append(names, ms.Member)
 			want := pcgroups.ElasticGetPartitionFilters(*ref, ms.Member)
 			if len(ref.MemberMappings) > 0 {
-				// SPEC §2: for mapped groups the reference writes <p>.>
+				// For mapped groups the reference writes <p>.>
 				// whatever the filters, cg applies them; the partitions agree.
 				if got, w := partitionsOf(ms.Filters), partitionsOf(want); !slices.Equal(got, w) || !slices.Equal(got, ms.Partitions) {
 					t.Errorf("%s: info %s partitions %v (filters %v), reference filters %v", when, ms.Member, ms.Partitions, ms.Filters, want)
@@ -331,11 +332,11 @@ func TestElasticReferenceGroupCgMembers(t *testing.T) {
 	if got := refMembers(); !slices.Equal(got, []string{"m1", "m2"}) {
 		t.Errorf("after cg drop the reference reads %v", got)
 	}
-	mms := []cg.MemberMapping{{Member: "m1", Partitions: []int{5, 0, 1}}, {Member: "m2", Partitions: []int{2, 3, 4}}}
+	mms := []partition.MemberMapping{{Member: "m1", Partitions: []int{5, 0, 1}}, {Member: "m2", Partitions: []int{2, 3, 4}}}
 	if _, err := c.SetMappings(ctx, streamName, groupName, mms); err != nil {
 		t.Fatal(err)
 	}
-	if ref := e.elasticConfig(); len(ref.Members) != 0 || !slices.EqualFunc(fromRef(ref.MemberMappings), mms, func(a, b cg.MemberMapping) bool {
+	if ref := e.elasticConfig(); len(ref.Members) != 0 || !slices.EqualFunc(fromRef(ref.MemberMappings), mms, func(a, b partition.MemberMapping) bool {
 		return a.Member == b.Member && slices.Equal(a.Partitions, b.Partitions)
 	}) {
 		t.Errorf("after cg create-mapping the reference reads %+v", *ref)
@@ -599,7 +600,7 @@ func TestElasticWholeSubjectGroupMixed(t *testing.T) {
 	rec.check(t, p, 0)
 	wrong := 0
 	for _, d := range rec.deliveries() {
-		part := cg.PartitionOfKey("orders."+d.key, elasticN)
+		part := partition.PartitionOfKey("orders."+d.key, elasticN)
 		if owner[part] != d.member || (d.partition >= 0 && d.partition != part) {
 			wrong++
 			if wrong <= 3 {

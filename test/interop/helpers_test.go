@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -279,7 +280,7 @@ func keysCovering(partitions, n int, keep func(p int) bool) []string {
 	covered := map[int]bool{}
 	for i := 0; len(out) < n || (keep == nil && len(covered) < partitions); i++ {
 		k := fmt.Sprintf("k%03d", i)
-		p := cg.PartitionOfKey(k, partitions)
+		p := partition.PartitionOfKey(k, partitions)
 		if keep != nil && !keep(p) {
 			continue
 		}
@@ -583,7 +584,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	natstest.Eventually(t, timeout, what, cond)
 }
 
-func toRef(mms []cg.MemberMapping) []pcgroups.MemberMapping {
+func toRef(mms []partition.MemberMapping) []pcgroups.MemberMapping {
 	var out []pcgroups.MemberMapping
 	for _, mm := range mms {
 		out = append(out, pcgroups.MemberMapping{Member: mm.Member, Partitions: slices.Clone(mm.Partitions)})
@@ -591,10 +592,10 @@ func toRef(mms []cg.MemberMapping) []pcgroups.MemberMapping {
 	return out
 }
 
-func fromRef(mms []pcgroups.MemberMapping) []cg.MemberMapping {
-	var out []cg.MemberMapping
+func fromRef(mms []pcgroups.MemberMapping) []partition.MemberMapping {
+	var out []partition.MemberMapping
 	for _, mm := range mms {
-		out = append(out, cg.MemberMapping{Member: mm.Member, Partitions: slices.Clone(mm.Partitions)})
+		out = append(out, partition.MemberMapping{Member: mm.Member, Partitions: slices.Clone(mm.Partitions)})
 	}
 	return out
 }

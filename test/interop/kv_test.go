@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
@@ -57,7 +58,7 @@ func TestStoredStaticJSONBothWays(t *testing.T) {
 	ours := map[string]cg.StaticConfig{
 		"cgbal":    {MaxMembers: 6, Members: []string{"m2", "m1"}},
 		"cgfilter": {MaxMembers: 6, Filters: []string{"orders.*"}, Members: []string{"a", "b", "c"}},
-		"cgmap":    {MaxMembers: 6, MemberMappings: []cg.MemberMapping{{Member: "x", Partitions: []int{5, 0}}, {Member: "y", Partitions: []int{1, 2, 3, 4}}}},
+		"cgmap":    {MaxMembers: 6, MemberMappings: []partition.MemberMapping{{Member: "x", Partitions: []int{5, 0}}, {Member: "y", Partitions: []int{1, 2, 3, 4}}}},
 	}
 	for g, cfg := range ours {
 		if _, err := c.CreateStatic(ctx, streamName, g, cfg); err != nil {
@@ -97,7 +98,7 @@ func TestStoredStaticJSONBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ourNames, err := c.ListStatic(ctx, streamName)
+	ourNames, err := c.List(ctx, cg.KindStatic, streamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestStoredElasticJSONBothWays(t *testing.T) {
 		t.Errorf("cg reads %+v, %v after the reference's add", read, err)
 	}
 	roundTrip[cg.ElasticConfig](t, "cg", e.storedBytes(cg.ElasticBucket, key))
-	mms := []cg.MemberMapping{{Member: "x", Partitions: []int{3, 0, 1}}, {Member: "y", Partitions: []int{2, 4, 5}}}
+	mms := []partition.MemberMapping{{Member: "x", Partitions: []int{3, 0, 1}}, {Member: "y", Partitions: []int{2, 4, 5}}}
 	if _, err := c.SetMappings(ctx, streamName, "cg-one", mms); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestStoredElasticJSONBothWays(t *testing.T) {
 		t.Errorf("cg cannot read the memberless group the reference left: %v", err)
 	}
 	refNames, _ := pcgroups.ListElasticConsumerGroups(ctx, e.js, streamName)
-	ourNames, _ := c.ListElastic(ctx, streamName)
+	ourNames, _ := c.List(ctx, cg.KindElastic, streamName)
 	slices.Sort(refNames)
 	if !slices.Equal(refNames, ourNames) || len(ourNames) != 6 {
 		t.Errorf("reference lists %v, cg lists %v", refNames, ourNames)

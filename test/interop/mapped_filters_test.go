@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
 	"github.com/cg-dev/cg/pkg/cg"
 )
 
-// SPEC §2 lets the two implementations differ on mapped groups with
+// The on-server contract lets the two implementations differ on mapped groups with
 // filters: the reference writes <p>.> whatever the filters, cg applies
 // them. For elastic groups cg writes <p>.> too (the work stream holds only
 // subjects a partitioning filter matched, so it selects the same
@@ -27,7 +28,7 @@ func TestMappedFiltersMixedInstances(t *testing.T) {
 		for _, cgFirst := range []bool{true, false} {
 			e := newEnv(t)
 			e.staticStream(4)
-			cfg := cg.StaticConfig{MaxMembers: 4, Filters: []string{"orders.*"}, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3}}}}
+			cfg := cg.StaticConfig{MaxMembers: 4, Filters: []string{"orders.*"}, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3}}}}
 			if _, err := cg.New(e.js).CreateStatic(ctxT(t, 5*time.Second), streamName, groupName, cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +68,7 @@ func TestMappedFiltersMixedInstances(t *testing.T) {
 			if _, err := c.CreateElastic(ctx, streamName, groupName, cg.ElasticConfig{MaxMembers: 4, PartitioningFilters: ordersFilter(t)}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.SetMappings(ctx, streamName, groupName, []cg.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3}}}); err != nil {
+			if _, err := c.SetMappings(ctx, streamName, groupName, []partition.MemberMapping{{Member: "m1", Partitions: []int{0, 1, 2, 3}}}); err != nil {
 				t.Fatal(err)
 			}
 			rec := newRecorder()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/health"
+	"github.com/cg-dev/cg/pkg/cg/partition"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/pcgroups"
 
@@ -76,7 +78,7 @@ func TestStaticCgGroupJoinedByReference(t *testing.T) {
 			if r.Code != 0 {
 				e.t.Fatalf("cli create: %d %s %s", r.Code, r.Out, r.Err)
 			}
-			return cg.StaticConfig{MaxMembers: n, MemberMappings: []cg.MemberMapping{
+			return cg.StaticConfig{MaxMembers: n, MemberMappings: []partition.MemberMapping{
 				{Member: "m1", Partitions: []int{5, 0, 2}}, {Member: "m2", Partitions: []int{1, 3}}, {Member: "m3", Partitions: []int{4, 6, 7}}}}
 		}},
 	} {
@@ -128,7 +130,7 @@ func TestStaticCgGroupJoinedByReference(t *testing.T) {
 			}
 			wrong := 0
 			for _, d := range rec.deliveries() {
-				part := cg.PartitionOfKey(d.key, n)
+				part := partition.PartitionOfKey(d.key, n)
 				if owner[part] != d.member {
 					wrong++
 					if wrong < 5 {
@@ -173,8 +175,8 @@ func TestStaticMixedInstancesOneMember(t *testing.T) {
 		{"balanced/reference-first", cg.StaticConfig{MaxMembers: n, Members: []string{"m1", "m2"}}, false, "m1"},
 		// Unsorted mapped partitions: the consumer's FilterSubjects order
 		// must be the reference's, or the two would conflict.
-		{"mapped-unsorted/cg-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, true, "m1"},
-		{"mapped-unsorted/reference-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []cg.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, false, "m1"},
+		{"mapped-unsorted/cg-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, true, "m1"},
+		{"mapped-unsorted/reference-first", cg.StaticConfig{MaxMembers: n, MemberMappings: []partition.MemberMapping{{Member: "m1", Partitions: []int{4, 0, 2}}, {Member: "m2", Partitions: []int{5, 1, 3}}}}, false, "m1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -311,7 +313,7 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			c := cg.New(e.js)
 
 			// Listed, by the engine and the CLI.
-			if names, err := c.ListStatic(ctx, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
+			if names, err := c.List(ctx, cg.KindStatic, streamName); err != nil || !slices.Equal(names, []string{groupName}) {
 				t.Fatalf("cg lists %v, %v", names, err)
 			}
 			r := e.cliRun("static", "ls", streamName, "--json")
@@ -329,8 +331,8 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			// Inspected: members, partitions and filters as the reference has them.
 			r = e.cliRun("static", "info", streamName, groupName, "--json")
 			var raw struct {
-				Members []cg.MemberStatus `json:"members"`
-				Owners  []string          `json:"owners"`
+				Members []health.MemberStatus `json:"members"`
+				Owners  []string              `json:"owners"`
 			}
 			if r.Code != 0 || json.Unmarshal([]byte(r.Out), &raw) != nil {
 				t.Fatalf("static info: %d %q %q", r.Code, r.Out, r.Err)
@@ -368,7 +370,7 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			p.publish(120)
 			m1Count := 0
 			for _, k := range keys {
-				if slices.Contains(share["m1"], cg.PartitionOfKey(k, n)) {
+				if slices.Contains(share["m1"], partition.PartitionOfKey(k, n)) {
 					m1Count += int(p.snapshot()[k])
 				}
 			}
@@ -502,7 +504,7 @@ func TestStaticReferenceGroupAdministeredByCg(t *testing.T) {
 			if names, _ := pcgroups.ListStaticConsumerGroups(ctx, e.js, streamName); slices.Contains(names, groupName) {
 				t.Errorf("reference still lists the deleted group: %v", names)
 			}
-			if names, _ := c.ListStatic(ctx, streamName); len(names) != 0 {
+			if names, _ := c.List(ctx, cg.KindStatic, streamName); len(names) != 0 {
 				t.Errorf("cg still lists %v", names)
 			}
 		})

@@ -88,7 +88,7 @@ type Finding struct {
 	Hint   string  `json:"hint,omitempty"`
 	Remedy *Remedy `json:"-"`
 	// Cause is the engine error Message was made from, when there is one
-	// (an *Error in it, cg.RemedyError, words its own fix).
+	// (an *Error in it words its own fix).
 	Cause error `json:"-"`
 }
 

@@ -12,7 +12,6 @@
 //
 // It is a leaf: it imports nothing of cg but the pure partition package,
 // and no NATS. What needs a connection (reading lag and member state,
-// subscribing to pin advisories, running a check) stays in cg, which keeps
-// every type here reachable under its old name (cg.GroupInfo, cg.Sampler,
-// ...) as an alias.
+// subscribing to pin advisories, running a check) stays in cg, whose
+// methods return these types under this package's names only.
 package health

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 )
 
 func TestHashFNV1a32(t *testing.T) {
@@ -219,7 +221,7 @@ func TestBalancedAssignmentTable(t *testing.T) {
 		n       int
 		want    string // owners() over the normalised members
 	}{
-		// SPEC §2 and the reference's own output.
+		// The contract's example and the reference's own output.
 		{[]string{"m1", "m2", "m3"}, 10, "m1[0,1,2,9] m2[3,4,5] m3[6,7,8]"},
 		{[]string{"m1", "m2"}, 10, "m1[0,1,2,3,4] m2[5,6,7,8,9]"},
 		// The seed article's 4-partition picture. Its first line is what
@@ -353,7 +355,7 @@ func randMembers(r *rand.Rand, maxM int) []string {
 }
 
 func TestBalancedAssignmentProperties(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	for i := 0; i < 3000; i++ {
 		n := 1 + r.IntN(200)
 		checkBalanced(t, randMembers(r, 40), n)
@@ -375,7 +377,7 @@ func TestBalancedAssignmentProperties(t *testing.T) {
 }
 
 func TestBalancedOwnerFormula(t *testing.T) {
-	// SPEC §2 spelled out once more, for every N and M up to 64.
+	// The balanced rule spelled out once more, for every N and M up to 64.
 	for n := 1; n <= 64; n++ {
 		for m := 1; m <= n; m++ {
 			per := n / m

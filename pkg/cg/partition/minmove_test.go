@@ -1,4 +1,4 @@
-package cg
+package partition
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ func checkMinimal(t *testing.T, desc func() string, before Assignment, members [
 		}
 		return BalancedAssignment(nil, n)
 	}
-	if err := (StaticConfig{MaxMembers: n, MemberMappings: mms}).Validate(); err != nil {
+	if err := validMappings(mms, n); err != nil {
 		t.Fatalf("%s: invalid mappings %v: %v", desc(), mms, err)
 	}
 	after := MappedAssignment(mms, n)
@@ -271,43 +271,34 @@ func TestMinimalMappingsFromRandomMappings(t *testing.T) {
 	}
 }
 
-// minimalChange keeps a member list when that is as good, and stores
-// mappings otherwise.
-func TestMinimalChangeKeepsMemberListWhenAsGood(t *testing.T) {
-	tests := []struct {
-		name     string
-		cfg      ElasticConfig
-		list     []string
-		mappings bool
-	}{
-		{"1 to 2 over 10", ElasticConfig{MaxMembers: 10, Members: []string{"a"}}, []string{"a", "b"}, false},
-		{"8 to 9 over 256", ElasticConfig{MaxMembers: 256, Members: names("m", 8)}, names("m", 9), true},
-		{"drop the last", ElasticConfig{MaxMembers: 10, Members: []string{"a"}}, nil, false},
-		{"mapped, drop the last", ElasticConfig{MaxMembers: 2, MemberMappings: []MemberMapping{{Member: "a", Partitions: []int{0, 1}}}}, nil, false},
-		{"mapped, back to even blocks", ElasticConfig{MaxMembers: 4, MemberMappings: []MemberMapping{{Member: "a", Partitions: []int{0, 1, 2}}, {Member: "b", Partitions: []int{3}}}}, []string{"a", "b"}, false},
-		{"mapped, uneven", ElasticConfig{MaxMembers: 4, MemberMappings: []MemberMapping{{Member: "a", Partitions: []int{3}}, {Member: "b", Partitions: []int{0, 1, 2}}}}, []string{"a", "b"}, true},
+// validMappings checks mappings against the contract's rules: member names
+// unique, 1 to n entries, every partition 0..n-1 exactly once and none out
+// of range.
+func validMappings(mms []MemberMapping, n int) error {
+	if len(mms) < 1 || len(mms) > n {
+		return fmt.Errorf("%d entries for %d partitions", len(mms), n)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := tt.cfg
-			minimalChange(&cfg, tt.list)
-			if got := len(cfg.MemberMappings) > 0; got != tt.mappings || (got && len(cfg.Members) > 0) {
-				t.Fatalf("members %v mappings %v, want mappings %v", cfg.Members, cfg.MemberMappings, tt.mappings)
+	member := map[string]bool{}
+	owned := make([]bool, n)
+	for _, mm := range mms {
+		if member[mm.Member] {
+			return fmt.Errorf("member %q twice", mm.Member)
+		}
+		member[mm.Member] = true
+		for _, p := range mm.Partitions {
+			if p < 0 || p >= n {
+				return fmt.Errorf("partition %d out of range", p)
 			}
-			if err := cfg.ValidateStored(); err != nil {
-				t.Fatal(err)
+			if owned[p] {
+				return fmt.Errorf("partition %d twice", p)
 			}
-			if got, want := len(Moves(tt.cfg.Assignment(), cfg.Assignment())), MinimumBalancedMoves(tt.cfg.Assignment(), tt.list); got != want {
-				t.Fatalf("moves %d, minimum %d", got, want)
-			}
-		})
+			owned[p] = true
+		}
 	}
-}
-
-func names(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s%02d", prefix, i+1)
+	for p, ok := range owned {
+		if !ok {
+			return fmt.Errorf("partition %d unowned", p)
+		}
 	}
-	return out
+	return nil
 }

@@ -1,4 +1,4 @@
-package cg
+package partition
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cg-dev/cg/pkg/cg/partition/partitiontest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg/natstest"
 )
 
-// The server is the ground truth for partitioning (SPEC §1). These tests
+// The server is the ground truth for partitioning. These tests
 // check PartitionOfSubject against the server's own transform code, in
 // process, and against what a real embedded JetStream server stores.
 
@@ -37,38 +38,38 @@ func serverPartition(t testing.TB, tr server.SubjectTransformer, subject string)
 
 // checkAgainstServer compares PartitionOfSubject with the server's
 // transform tr for subject and reports whether they agree.
-func checkAgainstServer(t testing.TB, tr server.SubjectTransformer, tc transformCase, dest, subject string) {
+func checkAgainstServer(t testing.TB, tr server.SubjectTransformer, tc partitiontest.TransformCase, dest, subject string) {
 	t.Helper()
 	got, rest := serverPartition(t, tr, subject)
-	want, err := PartitionOfSubject(subject, tc.filter, tc.n, tc.wildcards)
+	want, err := PartitionOfSubject(subject, tc.Filter, tc.N, tc.Wildcards)
 	if err != nil {
-		t.Fatalf("PartitionOfSubject(%q, %q, %d, %v): %v", subject, tc.filter, tc.n, tc.wildcards, err)
+		t.Fatalf("PartitionOfSubject(%q, %q, %d, %v): %v", subject, tc.Filter, tc.N, tc.Wildcards, err)
 	}
 	if got != want || rest != subject {
-		t.Fatalf("subject %q, filter %q, destination %q: server wrote %d.%s, PartitionOfSubject says %d", subject, tc.filter, dest, got, rest, want)
+		t.Fatalf("subject %q, filter %q, destination %q: server wrote %d.%s, PartitionOfSubject says %d", subject, tc.Filter, dest, got, rest, want)
 	}
 }
 
 func TestPartitionServerTransformInProcess(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	const transforms, perTransform = 500, 100
 	checked, shorthand := 0, 0
 	for i := 0; i < transforms; i++ {
-		tc := randTransformCase(r, "")
+		tc := partitiontest.Transform(r, "")
 		if i%50 == 0 {
 			// The whole-subject shorthand over everything.
-			tc = transformCase{filter: ">", n: randN(r)}
+			tc = partitiontest.TransformCase{Filter: ">", N: partitiontest.N(r)}
 		}
-		if len(tc.wildcards) == 0 {
+		if len(tc.Wildcards) == 0 {
 			shorthand++
 		}
-		dest := transformDest(r, tc.n, tc.filter, tc.wildcards)
-		tr, err := server.NewSubjectTransform(tc.filter, dest)
+		dest := partitiontest.TransformDest(r, tc.N, tc.Filter, tc.Wildcards)
+		tr, err := server.NewSubjectTransform(tc.Filter, dest)
 		if err != nil {
-			t.Fatalf("server refused transform %q -> %q: %v", tc.filter, dest, err)
+			t.Fatalf("server refused transform %q -> %q: %v", tc.Filter, dest, err)
 		}
 		for j := 0; j < perTransform; j++ {
-			checkAgainstServer(t, tr, tc, dest, randSubject(r, tc.filter))
+			checkAgainstServer(t, tr, tc, dest, partitiontest.Subject(r, tc.Filter))
 			checked++
 		}
 	}
@@ -79,35 +80,35 @@ func TestPartitionServerTransformInProcess(t *testing.T) {
 // destination ElasticTransformDestination writes; the server must accept it
 // and partition as PartitionOfSubject does.
 func TestPartitionServerElasticDestination(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	checked := 0
 	for i := 0; i < 300; i++ {
-		tc := randTransformCase(r, "")
-		source := tc.filter
+		tc := partitiontest.Transform(r, "")
+		source := tc.Filter
 		if i%30 == 0 {
 			// No partitioning filters at all: source '>', filter "".
-			tc = transformCase{filter: ">", n: randN(r)}
+			tc = partitiontest.TransformCase{Filter: ">", N: partitiontest.N(r)}
 			source = ">"
 		}
-		dest := ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
+		dest := ElasticTransformDestination(tc.N, tc.Filter, tc.Wildcards)
 		if i%30 == 0 {
-			dest = ElasticTransformDestination(tc.n, "", nil)
+			dest = ElasticTransformDestination(tc.N, "", nil)
 		}
 		tr, err := server.NewSubjectTransform(source, dest)
 		if err != nil {
 			t.Fatalf("server refused elastic transform %q -> %q: %v", source, dest, err)
 		}
 		for j := 0; j < 20; j++ {
-			checkAgainstServer(t, tr, tc, dest, randSubject(r, tc.filter))
+			checkAgainstServer(t, tr, tc, dest, partitiontest.Subject(r, tc.Filter))
 			checked++
 		}
 	}
 	t.Logf("%d subjects through %d elastic destinations", checked, 300)
 }
 
-// SPEC §1: tokens ab+c and a+bc land in the same partition, on the server.
+// Tokens are concatenated with no separator: ab+c and a+bc land in the same partition, on the server.
 func TestPartitionServerConcatenation(t *testing.T) {
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	checked := 0
 	for _, n := range []int{1, 2, 3, 7, 10, 64, 100, 1000, 1024} {
 		dest := fmt.Sprintf("{{partition(%d,1,2)}}.k.{{wildcard(1)}}.{{wildcard(2)}}", n)
@@ -122,7 +123,7 @@ func TestPartitionServerConcatenation(t *testing.T) {
 		}
 		// Every split of a random key, at every rune boundary.
 		for i := 0; i < 100; i++ {
-			key := []rune(randToken(r) + randToken(r) + randToken(r))
+			key := []rune(partitiontest.Token(r) + partitiontest.Token(r) + partitiontest.Token(r))
 			if len(key) < 2 {
 				continue
 			}
@@ -157,9 +158,9 @@ func FuzzPartitionServerTransform(f *testing.F) {
 		n := int(n16%1024) + 1
 		// sel picks one of a few index lists, or the shorthand.
 		lists := [][]int{{1}, {2, 1}, {4, 3, 2, 1}, nil, {1, 1, 3}, {3}}
-		tc := transformCase{filter: "f.*.*.*.*", n: n, wildcards: lists[int(sel)%len(lists)]}
-		dest := ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
-		tr, err := server.NewSubjectTransform(tc.filter, dest)
+		tc := partitiontest.TransformCase{Filter: "f.*.*.*.*", N: n, Wildcards: lists[int(sel)%len(lists)]}
+		dest := ElasticTransformDestination(tc.N, tc.Filter, tc.Wildcards)
+		tr, err := server.NewSubjectTransform(tc.Filter, dest)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +172,7 @@ func FuzzPartitionServerTransform(f *testing.F) {
 // the subjects published to it.
 type serverStream struct {
 	name     string
-	tc       transformCase
+	tc       partitiontest.TransformCase
 	dest     string
 	subjects []string
 }
@@ -185,7 +186,7 @@ func TestPartitionServerStreams(t *testing.T) {
 		t.Skip("publishes ten thousand messages")
 	}
 	start := time.Now()
-	r := newRand(testSeed(t))
+	r := partitiontest.Rand(partitiontest.Seed(t))
 	srv := natstest.RunServer(t)
 	nc, js := natstest.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -213,26 +214,26 @@ func TestPartitionServerStreams(t *testing.T) {
 	const perStream = 1100
 	var streams []*serverStream
 	for i, sh := range shapes {
-		tc := transformCase{filter: sh.filter, n: randN(r)}
+		tc := partitiontest.TransformCase{Filter: sh.filter, N: partitiontest.N(r)}
 		if !sh.shorthand {
-			tc.wildcards = randWildcards(r, strings.Count(sh.filter, "*"))
+			tc.Wildcards = partitiontest.Wildcards(r, strings.Count(sh.filter, "*"))
 		}
 		st := &serverStream{name: fmt.Sprintf("PART%d", i), tc: tc}
-		st.dest = transformDest(r, tc.n, tc.filter, tc.wildcards)
+		st.dest = partitiontest.TransformDest(r, tc.N, tc.Filter, tc.Wildcards)
 		if sh.elastic {
-			st.dest = ElasticTransformDestination(tc.n, tc.filter, tc.wildcards)
+			st.dest = ElasticTransformDestination(tc.N, tc.Filter, tc.Wildcards)
 		}
 		for j := 0; j < perStream; j++ {
-			st.subjects = append(st.subjects, randSubject(r, tc.filter))
+			st.subjects = append(st.subjects, partitiontest.Subject(r, tc.Filter))
 		}
 		streams = append(streams, st)
 	}
-	// One more stream for SPEC §1's consequence: every split of a key
+	// One more stream for the concatenation's consequence: every split of a key
 	// across two tokens, stored by the server in one partition.
-	concat := &serverStream{name: "PARTCONCAT", tc: transformCase{filter: "cc.*.*", n: 1 + r.IntN(1024), wildcards: []int{1, 2}}}
-	concat.dest = transformDest(r, concat.tc.n, concat.tc.filter, concat.tc.wildcards)
+	concat := &serverStream{name: "PARTCONCAT", tc: partitiontest.TransformCase{Filter: "cc.*.*", N: 1 + r.IntN(1024), Wildcards: []int{1, 2}}}
+	concat.dest = partitiontest.TransformDest(r, concat.tc.N, concat.tc.Filter, concat.tc.Wildcards)
 	for len(concat.subjects) < 400 {
-		key := []rune(randToken(r) + randToken(r))
+		key := []rune(partitiontest.Token(r) + partitiontest.Token(r))
 		for k := 1; k < len(key); k++ {
 			concat.subjects = append(concat.subjects, "cc."+string(key[:k])+"."+string(key[k:]))
 		}
@@ -246,19 +247,19 @@ func TestPartitionServerStreams(t *testing.T) {
 		// messages go out as plain publishes and are counted in afterwards.
 		// It overlaps the other streams too, so it is checked and deleted
 		// before they are created.
-		noAck := strings.HasPrefix(st.tc.filter, "*")
+		noAck := strings.HasPrefix(st.tc.Filter, "*")
 		_, err := js.CreateStream(ctx, jetstream.StreamConfig{
 			Name:     st.name,
-			Subjects: []string{st.tc.filter},
+			Subjects: []string{st.tc.Filter},
 			Storage:  jetstream.MemoryStorage,
 			NoAck:    noAck,
 			SubjectTransform: &jetstream.SubjectTransformConfig{
-				Source:      st.tc.filter,
+				Source:      st.tc.Filter,
 				Destination: st.dest,
 			},
 		})
 		if err != nil {
-			t.Fatalf("create stream %s (%q -> %q): %v", st.name, st.tc.filter, st.dest, err)
+			t.Fatalf("create stream %s (%q -> %q): %v", st.name, st.tc.Filter, st.dest, err)
 		}
 		for _, subj := range st.subjects {
 			if noAck {
@@ -290,7 +291,7 @@ func TestPartitionServerStreams(t *testing.T) {
 	published := time.Since(start)
 
 	for _, st := range streams {
-		if !strings.HasPrefix(st.tc.filter, "*") {
+		if !strings.HasPrefix(st.tc.Filter, "*") {
 			total += checkStoredPartitions(ctx, t, js, st)
 		}
 	}
@@ -337,13 +338,13 @@ func checkStoredPartitions(ctx context.Context, t *testing.T, js jetstream.JetSt
 			}
 			seen++
 			rest, p := StripPartition(msg.Subject())
-			want, err := PartitionOfSubject(original, st.tc.filter, st.tc.n, st.tc.wildcards)
+			want, err := PartitionOfSubject(original, st.tc.Filter, st.tc.N, st.tc.Wildcards)
 			if err != nil {
 				t.Fatalf("%s: PartitionOfSubject(%q): %v", st.name, original, err)
 			}
 			if p != want || rest != original {
 				t.Fatalf("%s (%q -> %q): published %q, server stored %q; PartitionOfSubject says %d",
-					st.name, st.tc.filter, st.dest, original, msg.Subject(), want)
+					st.name, st.tc.Filter, st.dest, original, msg.Subject(), want)
 			}
 			if strings.HasPrefix(original, "cc.") {
 				key := strings.Replace(strings.TrimPrefix(original, "cc."), ".", "", 1)

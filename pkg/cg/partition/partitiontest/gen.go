@@ -1,4 +1,8 @@
-package cg
+// Package partitiontest draws random subjects, filters, transforms and
+// member lists for the tests of package partition and of the engine. Every
+// generator takes the test's *rand.Rand, so one logged seed reproduces a
+// run.
+package partitiontest
 
 import (
 	"fmt"
@@ -10,12 +14,9 @@ import (
 	"time"
 )
 
-// Random subjects, filters and transforms for the partition tests. Every
-// generator takes the test's *rand.Rand so one logged seed reproduces a run.
-
-// testSeed returns the seed a randomized test uses: CG_TEST_SEED when set
-// (to replay a failure), otherwise the clock. It is logged either way.
-func testSeed(t testing.TB) uint64 {
+// Seed returns the seed a randomized test uses: CG_TEST_SEED when set (to
+// replay a failure), otherwise the clock. It is logged either way.
+func Seed(t testing.TB) uint64 {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CG_TEST_SEED"); s != "" {
@@ -29,7 +30,8 @@ func testSeed(t testing.TB) uint64 {
 	return seed
 }
 
-func newRand(seed uint64) *rand.Rand {
+// Rand returns the generator a seed stands for.
+func Rand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 
@@ -45,9 +47,9 @@ var tokenRunes = [][]rune{
 	[]rune("🚀🙂𝄞"),
 }
 
-// randToken returns a valid, non-empty NATS subject token: mostly short
+// Token returns a valid, non-empty NATS subject token: mostly short
 // (one or two characters is common, to hit near-empty keys), sometimes long.
-func randToken(r *rand.Rand) string {
+func Token(r *rand.Rand) string {
 	var n int
 	switch r.IntN(10) {
 	case 0, 1, 2:
@@ -79,8 +81,8 @@ func randToken(r *rand.Rand) string {
 	return b.String()
 }
 
-// randLiteral returns a short lower-case literal token for a filter.
-func randLiteral(r *rand.Rand) string {
+// Literal returns a short lower-case literal token for a filter.
+func Literal(r *rand.Rand) string {
 	const letters = "abcdefghijklmnopqrstuvwxyz"
 	n := 1 + r.IntN(5)
 	b := make([]byte, n)
@@ -90,17 +92,17 @@ func randLiteral(r *rand.Rand) string {
 	return string(b)
 }
 
-// randFilter returns a source filter with exactly wild '*' tokens, literal
+// Filter returns a source filter with exactly wild '*' tokens, literal
 // tokens mixed in at random, and a trailing '>' one time in five. With
 // prefix set, the first token is that literal.
-func randFilter(r *rand.Rand, wild int, prefix string) string {
+func Filter(r *rand.Rand, wild int, prefix string) string {
 	var toks []string
 	if prefix != "" {
 		toks = append(toks, prefix)
 	}
 	for placed := 0; placed < wild; {
 		if r.IntN(3) == 0 {
-			toks = append(toks, randLiteral(r))
+			toks = append(toks, Literal(r))
 			continue
 		}
 		toks = append(toks, "*")
@@ -112,17 +114,17 @@ func randFilter(r *rand.Rand, wild int, prefix string) string {
 	return strings.Join(toks, ".")
 }
 
-// randSubject returns a subject matching filter: each '*' becomes a random
+// Subject returns a subject matching filter: each '*' becomes a random
 // token and a trailing '>' one to three random tokens.
-func randSubject(r *rand.Rand, filter string) string {
+func Subject(r *rand.Rand, filter string) string {
 	var toks []string
 	for _, ft := range strings.Split(filter, ".") {
 		switch ft {
 		case "*":
-			toks = append(toks, randToken(r))
+			toks = append(toks, Token(r))
 		case ">":
 			for n := 1 + r.IntN(3); n > 0; n-- {
-				toks = append(toks, randToken(r))
+				toks = append(toks, Token(r))
 			}
 		default:
 			toks = append(toks, ft)
@@ -131,10 +133,10 @@ func randSubject(r *rand.Rand, filter string) string {
 	return strings.Join(toks, ".")
 }
 
-// randWildcards returns a random non-empty selection of the 1-based
+// Wildcards returns a random non-empty selection of the 1-based
 // indexes 1..wild in random order; once in a while an index is repeated,
 // which the server accepts and hashes twice.
-func randWildcards(r *rand.Rand, wild int) []int {
+func Wildcards(r *rand.Rand, wild int) []int {
 	idx := r.Perm(wild)
 	out := make([]int, 0, wild+1)
 	for _, i := range idx[:1+r.IntN(wild)] {
@@ -146,8 +148,8 @@ func randWildcards(r *rand.Rand, wild int) []int {
 	return out
 }
 
-// randN returns a partition count from 1 to 1024, favouring small ones.
-func randN(r *rand.Rand) int {
+// N returns a partition count from 1 to 1024, favouring small ones.
+func N(r *rand.Rand) int {
 	switch r.IntN(4) {
 	case 0:
 		return 1 + r.IntN(8)
@@ -158,10 +160,10 @@ func randN(r *rand.Rand) int {
 	}
 }
 
-// transformDest writes a {{partition()}} destination for filter by hand,
+// TransformDest writes a {{partition()}} destination for filter by hand,
 // independently of ElasticTransformDestination, with the spellings the
 // server accepts: partition/Partition, wildcard/Wildcard, optional spaces.
-func transformDest(r *rand.Rand, n int, filter string, wildcards []int) string {
+func TransformDest(r *rand.Rand, n int, filter string, wildcards []int) string {
 	pname, wname, sep := "partition", "wildcard", ","
 	if r.IntN(2) == 0 {
 		pname = "Partition"
@@ -189,27 +191,27 @@ func transformDest(r *rand.Rand, n int, filter string, wildcards []int) string {
 	return strings.Join(toks, ".")
 }
 
-// transformCase is one randomly drawn partitioning transform.
-type transformCase struct {
-	filter    string
-	n         int
-	wildcards []int // empty: the whole-subject partition(N) shorthand
+// TransformCase is one randomly drawn partitioning transform.
+type TransformCase struct {
+	Filter    string
+	N         int
+	Wildcards []int // empty: the whole-subject partition(N) shorthand
 }
 
-// randTransformCase draws a filter with 1 to 4 wildcards, N from 1 to 1024
+// Transform draws a filter with 1 to 4 wildcards, N from 1 to 1024
 // and a wildcard selection, or (one time in six) the whole-subject shorthand.
-func randTransformCase(r *rand.Rand, prefix string) transformCase {
+func Transform(r *rand.Rand, prefix string) TransformCase {
 	wild := 1 + r.IntN(4)
-	tc := transformCase{filter: randFilter(r, wild, prefix), n: randN(r)}
+	tc := TransformCase{Filter: Filter(r, wild, prefix), N: N(r)}
 	if r.IntN(6) != 0 {
-		tc.wildcards = randWildcards(r, wild)
+		tc.Wildcards = Wildcards(r, wild)
 	}
 	return tc
 }
 
-// randMembers returns 0 to maxM names drawn from a small pool, so that
+// Members returns 0 to maxM names drawn from a small pool, so that
 // duplicates and byte-order surprises (m1 < m10 < m2, B < a) are common.
-func randMembers(r *rand.Rand, maxM int) []string {
+func Members(r *rand.Rand, maxM int) []string {
 	pool := []string{"m0", "m1", "m2", "m10", "m11", "m20", "a", "B", "b", "é", "Ω", "w-1", "w_1", "z"}
 	var out []string
 	for m := r.IntN(maxM + 1); m > 0; m-- {
