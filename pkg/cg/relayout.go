@@ -616,7 +616,7 @@ func newWho(n RelayoutConsumer, l Layout) string {
 // otherGroupsUse refuses names (consumer → what of ours it is) that
 // another static group on stream would use, in either layout.
 func (c *Client) otherGroupsUse(ctx context.Context, stream, group string, names map[string]string) error {
-	others, err := c.listGroups(ctx, "static", stream)
+	others, err := c.listGroups(ctx, KindStatic, stream)
 	if err != nil && !errors.Is(err, ErrGroupNotFound) {
 		return err
 	}

@@ -64,6 +64,9 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 		return nil, err
 	}
 	m.opts = opts
+	if _, err := opts.checkDynamic(KindStatic, group); err != nil {
+		return nil, err
+	}
 	cfg, _, err := c.getStatic(ctx, stream, group)
 	if err != nil {
 		return nil, err
@@ -145,7 +148,7 @@ func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error
 	}
 	if err == nil && cons != nil {
 		ci := cons.CachedInfo()
-		if ok, why := MemberConsumerOwned(ci.Config, "static", m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
+		if ok, why := MemberConsumerOwned(ci.Config, KindStatic, m.stream, m.group, m.member, staticForms(m.static, m.member)...); !ok {
 			return notOwned("consumer", m.consumer+" on "+m.cstream, fmt.Sprintf("static group %q on %q (member %q)", m.group, m.stream, m.member), why, "stop what uses it and remove it, or rename the group or member")
 		}
 		if err := m.ackPendingProblem(ci.Config); err != nil {
@@ -259,7 +262,7 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 		return false // still there (or another instance recreated it)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		go m.stop(&health.Error{Err: ErrConsumerGone, Fix: "recreate the stream and the group, or delete the group",
-			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+			Remedy: health.Remedy{Code: health.RemedyRecreateStreamAndGroup, Kind: KindStatic.String(), Stream: m.stream, Group: m.group, Member: m.member,
 				Lead: fmt.Sprintf("stream %s was deleted under static member %s of group %s (its consumer %s with it); ", m.cstream, m.member, m.group, m.consumer)}}, "stream deleted")
 		return true
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -288,7 +291,7 @@ func (m *staticStrategy) checkStaticConsumer() (stopped bool) {
 	m.mu.Unlock()
 	if err := m.bindStatic(ctx, filters); err != nil {
 		go m.stop(&health.Error{Err: ErrConsumerGone, Fix: "start the member again",
-			Remedy: health.Remedy{Code: health.RemedyRestartMember, Kind: "static", Stream: m.stream, Group: m.group, Member: m.member,
+			Remedy: health.Remedy{Code: health.RemedyRestartMember, Kind: KindStatic.String(), Stream: m.stream, Group: m.group, Member: m.member,
 				Lead: fmt.Sprintf("member consumer %s on %s was deleted under static member %s and could not be recreated: %v; ", m.consumer, m.cstream, m.member, err)}}, "member consumer deleted")
 		return true
 	}
