@@ -184,14 +184,18 @@ func TestDynamicMembersFollowProcesses(t *testing.T) {
 					cmu.Unlock()
 				}
 			}()
-			waitMembers := func(what string, want ...string) time.Time {
+			// waitMembers waits until the watch saw the membership become
+			// want after since: the same set seen earlier (a alone, at the
+			// start) must not stand in for a change the watch has not yet
+			// delivered, though a direct read already shows it.
+			waitMembers := func(what string, since time.Time, want ...string) time.Time {
 				var at time.Time
 				clitest.Eventually(t, 30*time.Second, fmt.Sprintf("%s: members %v", what, want), func() bool {
 					cmu.Lock()
 					defer cmu.Unlock()
 					var ok bool
 					at, ok = changed[fmt.Sprint(want)]
-					return ok && slices.Equal(members(), want)
+					return ok && !at.Before(since) && slices.Equal(members(), want)
 				})
 				return at
 			}
@@ -213,7 +217,7 @@ func TestDynamicMembersFollowProcesses(t *testing.T) {
 			}()
 
 			a := startDynamic(t, url, "a")
-			waitMembers("a added itself", "a")
+			waitMembers("a added itself", a.started, "a")
 			clitest.Eventually(t, 30*time.Second, "a handles", func() bool { return len(a.msgs()) > 0 })
 			startToFirst := a.msgs()[0].at.Sub(a.started)
 			// info tells a is dynamic and when it was last seen.
@@ -237,12 +241,12 @@ func TestDynamicMembersFollowProcesses(t *testing.T) {
 			}
 			b := startDynamic(t, url, "b")
 			cc := startDynamic(t, url, "c")
-			waitMembers("b and c added themselves", "a", "b", "c")
+			waitMembers("b and c added themselves", b.started, "a", "b", "c")
 			clitest.Eventually(t, 30*time.Second, "b and c handle", func() bool { return len(b.msgs()) > 0 && len(cc.msgs()) > 0 })
 
 			bParts := owned("b")
 			stopAt := b.signal(t, syscall.SIGTERM)
-			droppedB := waitMembers("SIGTERM dropped b", "a", "c")
+			droppedB := waitMembers("SIGTERM dropped b", stopAt, "a", "c")
 			var servedB time.Time
 			clitest.Eventually(t, 30*time.Second, "b's partitions served by a and c", func() bool {
 				servedB = servedAfter(bParts, stopAt, a, cc)
@@ -251,7 +255,7 @@ func TestDynamicMembersFollowProcesses(t *testing.T) {
 
 			cParts := owned("c")
 			killAt := cc.signal(t, syscall.SIGKILL)
-			droppedC := waitMembers("c reaped after its session timeout", "a")
+			droppedC := waitMembers("c reaped after its session timeout", killAt, "a")
 			var servedC time.Time
 			clitest.Eventually(t, 30*time.Second, "c's partitions served by a", func() bool {
 				servedC = servedAfter(cParts, killAt, a)
@@ -283,8 +287,8 @@ func TestDynamicMembersFollowProcesses(t *testing.T) {
 			if missing := int(si.State.LastSeq) - len(seen); missing > 1 {
 				t.Fatalf("%d of %d messages never printed as handled", missing, si.State.LastSeq)
 			}
-			a.signal(t, syscall.SIGTERM)
-			waitMembers("a's SIGTERM left the group empty")
+			aStop := a.signal(t, syscall.SIGTERM)
+			waitMembers("a's SIGTERM left the group empty", aStop)
 			t.Logf("figures: process start -> first message %v; SIGTERM -> dropped %v, -> its partitions served elsewhere %v; SIGKILL -> dropped %v (session timeout 2s), -> its partitions served elsewhere %v; %d messages",
 				startToFirst.Round(time.Millisecond), droppedB.Sub(stopAt).Round(time.Millisecond), servedB.Sub(stopAt).Round(time.Millisecond),
 				droppedC.Sub(killAt).Round(time.Millisecond), servedC.Sub(killAt).Round(time.Millisecond), si.State.LastSeq)
