@@ -555,8 +555,13 @@ func TestPermissionsPartitionLayout(t *testing.T) {
 	e.ok("op", "static", "create", "balanced", "ORDERS", "g", "4", "m1", "m2", "--layout", "partition")
 	e.ok("admin", "static", "create", "balanced", "ORDERS", "g2", "4", "m1", "m2")
 	e.failover("w1", "static", "ORDERS", "g", "m1", func(seen map[string]bool) bool {
-		want := e.mine("ORDERS", "g-p0")
-		for s := range e.mine("ORDERS", "g-p1") {
+		// Until the member has made both its partition consumers, what is
+		// its own cannot be told yet.
+		want, p1 := e.mine("ORDERS", "g-p0"), e.mine("ORDERS", "g-p1")
+		if want == nil || p1 == nil {
+			return false
+		}
+		for s := range p1 {
 			want[s] = true
 		}
 		for s := range seen {
