@@ -125,7 +125,8 @@ func TestLayoutStaticExactlyOnceInOrderAcrossInstances(t *testing.T) {
 	}
 	// Each partition consumer has both instances' pull requests waiting;
 	// one of them may be between two pulls at any one reading (a loaded
-	// machine showed 1), so read again until both are seen.
+	// machine showed 1), or a late one may not have expired yet (up to
+	// 41 seen), so read again until exactly both are seen.
 	natstest.Eventually(t, 30*time.Second, "info shows every partition consumer pinned with both instances waiting", func() bool {
 		gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 		if err != nil {
@@ -135,8 +136,14 @@ func TestLayoutStaticExactlyOnceInOrderAcrossInstances(t *testing.T) {
 			t.Fatalf("info: layout %q, %d members", gi.Layout, len(gi.Members))
 		}
 		for _, ms := range gi.Members {
-			if len(ms.PartitionConsumers) != 5 || !ms.Pinned || ms.Standbys != 1 {
-				t.Fatalf("member %s: %d partition consumers, pinned %v, standbys %d: %+v", ms.Member, len(ms.PartitionConsumers), ms.Pinned, ms.Standbys, ms)
+			if len(ms.PartitionConsumers) != 5 {
+				t.Fatalf("member %s: %d partition consumers: %+v", ms.Member, len(ms.PartitionConsumers), ms)
+			}
+			// Standbys is counted from waiting pull requests, and a
+			// loaded instance may have a late one still waiting beside
+			// its next until the old one expires.
+			if !ms.Pinned || ms.Standbys != 1 {
+				return false
 			}
 			for _, pc := range ms.PartitionConsumers {
 				if !pc.Exists || !pc.Pinned {
