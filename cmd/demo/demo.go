@@ -4,7 +4,8 @@
 // per-key order held throughout. The static walkthrough partitions the
 // stream, runs a static group with a hot standby, steps the pinned
 // instance down and then kills it; the elastic one leaves the stream plain,
-// runs members before they are added and changes membership live.
+// runs members before they are added, changes membership live and runs a
+// dynamic member that adds itself on its start and drops itself on its stop.
 package demo
 
 import (
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -115,10 +117,12 @@ elastic: ORDERS stays plain. The elastic group fulfillment sources it into
 the work-queue stream ORDERS-fulfillment, hashing the customer into 10
 partitions. m1, m2 and m3 start before they are members and wait; then,
 while traffic flows, m1 and m2 are added, m3 is added, m1 is dropped (the
-survivors pick up its partitions) and m1 is added back. Each change is
-timed: for an add, from the configuration update to the new member's first
-message; for the drop, until every orphaned partition was served by its new
-owner.
+survivors pick up its partitions) and m1 is added back. Then m4 starts with
+--dynamic and adds itself, and is stopped cleanly (as Ctrl-C does) and drops
+itself; nobody edits the membership for it. Each change is timed: for an
+add, from the configuration update (m4: from its start) to the new member's
+first message; for a drop, from the update (m4: from its stop) until every
+orphaned partition was served by its new owner.
 
 batches: one static member m1 over all 10 partitions runs two instances that
 consume in ordered batches of --batch messages (default 10, at 200/s unless
@@ -270,6 +274,14 @@ type Rebalance struct {
 	// Partitions, for a drop: until each orphaned partition was served
 	// by its new owner.
 	Partitions []PartitionLatency `json:"partitions,omitempty"`
+	// Dynamic: the member changed the membership itself (JoinOptions.
+	// Dynamic), adding itself on its start or dropping itself on its clean
+	// stop; the latencies are timed from the start, or from when the stop
+	// began, instead of from a configuration update.
+	Dynamic bool `json:"dynamic,omitempty"`
+	// ChangeMS, for a dynamic change: how long after the start (or the
+	// stop) the member's own compare-and-set had changed the membership.
+	ChangeMS float64 `json:"change_ms,omitempty"`
 }
 
 // MemberLatency is how long an added member took to handle its first message.
@@ -492,6 +504,10 @@ func (d *demo) onEvent(inst *instance) func(cg.Event) {
 			what = d.cs.Yellow("warning: " + e.Reason)
 		case cg.EventStopped:
 			what = "stopped: " + e.Reason
+		case cg.EventMemberAdded:
+			what = d.cs.Green(e.Reason)
+		case cg.EventMemberDropped:
+			what = d.cs.Yellow(e.Reason)
 		default:
 			what = string(e.Kind)
 		}
@@ -921,7 +937,11 @@ func (d *demo) printVerdict(v Verdict) error {
 		kv.Add("  kill gap", failoverText(d, *v.Kill))
 	}
 	if len(v.Rebalances) > 0 {
-		kv.Add("  rebalances", "timed from the configuration update's return")
+		timed := "timed from the configuration update's return"
+		if slices.ContainsFunc(v.Rebalances, func(r Rebalance) bool { return r.Dynamic }) {
+			timed += "; a dynamic member's from its start or its stop"
+		}
+		kv.Add("  rebalances", timed)
 	}
 	for _, r := range v.Rebalances {
 		kv.Add("    "+r.Change, rebalanceText(d, r))

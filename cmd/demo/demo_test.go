@@ -128,7 +128,8 @@ func TestDemoStaticByName(t *testing.T) {
 }
 
 // The elastic walkthrough, shortened by its flags: members wait before
-// they are added, every change is timed, and the count holds.
+// they are added, every change is timed, a dynamic member adds itself on
+// its start and drops itself on its clean stop, and the count holds.
 func TestDemoElasticEndToEnd(t *testing.T) {
 	start := time.Now()
 	// 16 keys reach all 10 partitions, so every rebalance has work to time.
@@ -157,10 +158,10 @@ func TestDemoElasticEndToEnd(t *testing.T) {
 			t.Errorf("rebalance not measured: %+v", rb)
 		}
 	}
-	if got := strings.Join(changes, "; "); got != "add m1 m2; add m3; drop m1; add m1" {
+	if got := strings.Join(changes, "; "); got != "add m1 m2; add m3; drop m1; add m1; start m4; stop m4" {
 		t.Fatalf("changes %q", got)
 	}
-	for i, want := range []string{"m1 m2", "m3", "", "m1"} {
+	for i, want := range []string{"m1 m2", "m3", "", "m1", "m4", ""} {
 		var got []string
 		for _, ml := range v.Rebalances[i].Members {
 			if ml.Measured {
@@ -183,7 +184,39 @@ func TestDemoElasticEndToEnd(t *testing.T) {
 	if got := strings.Join(orphaned, " "); got != "0>m2 1>m2 2>m2 9>m3" {
 		t.Errorf("orphaned %q", got)
 	}
-	for _, who := range []string{"m1/a", "m2/a", "m3/a"} {
+	// Only m4's own changes are dynamic, and each says how long the
+	// member's own write took.
+	for i, rb := range v.Rebalances {
+		if dyn := i >= 4; rb.Dynamic != dyn || (rb.ChangeMS > 0) != dyn {
+			t.Errorf("%s: dynamic %v, change %vms", rb.Change, rb.Dynamic, rb.ChangeMS)
+		}
+	}
+	// m4 adds itself with the fewest moves, taking 9 from m1 (0-2,9) and
+	// 8 from m3 (6-8), and its clean stop gives them back.
+	moves := func(rb demo.Rebalance) string {
+		var out []string
+		for _, mv := range rb.Moves {
+			out = append(out, fmt.Sprintf("%d:%s>%s", mv.Partition, mv.From, mv.To))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := moves(v.Rebalances[4]); got != "8:m3>m4 9:m1>m4" {
+		t.Errorf("m4's join moved %q", got)
+	}
+	if got := moves(v.Rebalances[5]); got != "8:m4>m3 9:m4>m1" {
+		t.Errorf("m4's leave moved %q", got)
+	}
+	orphaned = nil
+	for _, pl := range v.Rebalances[5].Partitions {
+		if !pl.Measured || pl.From != "m4" {
+			t.Errorf("partition m4 left %+v", pl)
+		}
+		orphaned = append(orphaned, fmt.Sprintf("%d>%s", pl.Partition, pl.To))
+	}
+	if got := strings.Join(orphaned, " "); got != "8>m3 9>m1" {
+		t.Errorf("m4 left %q", got)
+	}
+	for _, who := range []string{"m1/a", "m2/a", "m3/a", "m4/a"} {
 		if v.ByInstance[who] == 0 {
 			t.Errorf("%s handled nothing: %v", who, v.ByInstance)
 		}
@@ -193,7 +226,10 @@ func TestDemoElasticEndToEnd(t *testing.T) {
 		"Status before any member is added", "moves 0-4 none -> m1, 5-9 none -> m2",
 		"moves 3,4 m1 -> m2, 6-8 m2 -> m3, 9 m2 -> m1", "rebalanced: consumer m3 now pulls partitions 6-8",
 		"every orphaned partition served by its new owner", "Status after drop m1", "(running, waiting to be added)",
-		"BACKLOG", "sourcing lag", "Status after add m1", "all "} {
+		"BACKLOG", "sourcing lag", "Status after add m1", "all ",
+		"Starting m4 with --dynamic", "m4/a added member m4 to the group (dynamic", "m4 added itself", "m4 handled its first message",
+		"m4 (dynamic)", "Stopping m4 cleanly", "m4/a dropped member m4 from the group", "m4 stopped and dropped itself",
+		"after m4's stop began", "Status after m4 stopped", "(stopped: it dropped itself)"} {
 		if !strings.Contains(r.Err, want) {
 			t.Errorf("narration lacks %q:\n%s", want, r.Err)
 		}
@@ -212,7 +248,9 @@ func TestDemoElasticTextVerdict(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
 	}
 	for _, want := range []string{"VERDICT: PASS", "order violations: 0", "rebalances:", "add m1 m2:", "m1 first message after",
-		"drop m1:", "orphaned 0-2 -> m2, 9 -> m3: all served within", "m3/a="} {
+		"drop m1:", "orphaned 0-2 -> m2, 9 -> m3: all served within", "m3/a=",
+		"start m4:", "m4 added itself", "after its start, first message after", "stop m4:", "m4 dropped itself",
+		"orphaned 8 -> m3, 9 -> m1: all served within", "m4/a="} {
 		if !strings.Contains(r.Out, want) {
 			t.Errorf("verdict lacks %q:\n%s", want, r.Out)
 		}

@@ -22,8 +22,25 @@ var elasticFilter = cg.PartitioningFilter{Filter: subjects, PartitioningWildcard
 
 // elasticWalk is the seed article's elastic walkthrough: a plain stream,
 // an elastic group, members running before they are added, and live
-// membership changes.
-type elasticWalk struct{ *demo }
+// membership changes: an operator's adds and drops, then a dynamic member
+// that adds itself on its start and drops itself on its clean stop.
+type elasticWalk struct {
+	*demo
+	// phase is the traffic time between the steps: --phase, or less when
+	// the steps would not fit in the demo's limit at that pace.
+	phase time.Duration
+	// dynJoined and dynLeft: the dynamic member's own membership changes
+	// were seen in the group's configuration.
+	dynJoined, dynLeft bool
+}
+
+// dynamicMember is the member the walkthrough starts with --dynamic.
+const dynamicMember = "m4"
+
+// elasticPhases is how many phases the elastic steps take: half of one
+// before the first add, one per operator change, half of one after each
+// of the dynamic member's start and stop.
+const elasticPhases = 5.5
 
 func (d *elasticWalk) setup(ctx context.Context) error {
 	o := d.o
@@ -76,8 +93,8 @@ func (d *elasticWalk) setup(ctx context.Context) error {
 }
 
 func (d *elasticWalk) steps(ctx context.Context, v *Verdict) error {
-	o := d.o
-	if err := sleepCtx(ctx, o.Phase/2); err != nil {
+	d.phase = d.fitPhase(ctx)
+	if err := sleepCtx(ctx, d.phase/2); err != nil {
 		return err
 	}
 	d.status(ctx, "Status before any member is added",
@@ -122,7 +139,20 @@ func (d *elasticWalk) steps(ctx context.Context, v *Verdict) error {
 		v.Rebalances = append(v.Rebalances, r)
 		d.status(ctx, "Status after "+change)
 	}
-	return nil
+	return d.dynamicSteps(ctx, v)
+}
+
+// fitPhase is the phase the steps run at: --phase, unless the steps at
+// that pace would run past the traffic (which ends where the drain's
+// time begins), with a second kept for the last step's effect.
+func (d *elasticWalk) fitPhase(ctx context.Context) time.Duration {
+	room := time.Until(deadlineOf(ctx)) - drainLimit - time.Second
+	fit := time.Duration(float64(room) / elasticPhases).Truncate(100 * time.Millisecond)
+	if d.o.Phase <= fit || fit <= 0 {
+		return d.o.Phase
+	}
+	d.logf("(--phase %v: the walkthrough's steps would outlast its traffic; each runs %v)", d.o.Phase, fit)
+	return fit
 }
 
 // change adds or drops members, narrates the moves and times the
@@ -151,20 +181,27 @@ func (d *elasticWalk) change(ctx context.Context, drop bool, members []string) (
 
 	limit := stepBudget(ctx, stepLimit)
 	if drop {
-		d.timeDrop(ctx, &r, mc, at, limit)
+		d.timeDrop(ctx, &r, mc.Moves, mc.Changed, at, limit, fromUpdate)
 	} else {
-		d.timeAdd(ctx, &r, mc, at, limit)
+		d.timeAdd(ctx, &r, mc.Config.Assignment(), mc.Changed, at, limit, fromUpdate)
 	}
-	return r, sleepCtx(ctx, d.o.Phase-time.Since(at))
+	return r, sleepCtx(ctx, d.phase-time.Since(at))
 }
 
-// timeDrop waits, at most limit, until every partition the dropped
-// members held has been served by its new owner, and records how long
-// each took from at, when the update returned.
-func (d *elasticWalk) timeDrop(ctx context.Context, r *Rebalance, mc cg.MembershipChange, at time.Time, limit time.Duration) {
+// timedFrom words the moment a rebalance is timed from, in the
+// narration: after it, and within a limit of it.
+type timedFrom struct{ after, of string }
+
+var fromUpdate = timedFrom{after: "after the update returned", of: "of the update"}
+
+// timeDrop waits, at most limit, until every partition that moves from
+// one of the dropped members has been served by its new owner, and
+// records how long each took from at (when the update returned, or the
+// dynamic member's stop began).
+func (d *elasticWalk) timeDrop(ctx context.Context, r *Rebalance, moves []partition.Move, dropped []string, at time.Time, limit time.Duration, from timedFrom) {
 	busy := d.trafficPartitions()
-	for _, mv := range mc.Moves {
-		if slices.Contains(mc.Changed, mv.From) {
+	for _, mv := range moves {
+		if slices.Contains(dropped, mv.From) {
 			r.Partitions = append(r.Partitions, PartitionLatency{Partition: mv.Partition, From: mv.From, To: mv.To, Idle: busy[mv.Partition] == 0})
 		}
 	}
@@ -186,10 +223,10 @@ func (d *elasticWalk) timeDrop(ctx context.Context, r *Rebalance, mc cg.Membersh
 			r.Partitions[i].Measured = true
 			r.Partitions[i].LatencyMS = msSince(at, t)
 			r.LatencyMS = max(r.LatencyMS, r.Partitions[i].LatencyMS)
-			d.logf("partition %d served by %s %v after the update returned", pl.Partition, d.cs.Member(pl.To), dur(r.Partitions[i].LatencyMS))
+			d.logf("partition %d served by %s %v %s", pl.Partition, d.cs.Member(pl.To), dur(r.Partitions[i].LatencyMS), from.after)
 		default:
 			r.Measured = false
-			d.logf("%s", d.cs.Red(fmt.Sprintf("partition %d not served by %s within %v of the update", pl.Partition, pl.To, limit)))
+			d.logf("%s", d.cs.Red(fmt.Sprintf("partition %d not served by %s within %v %s", pl.Partition, pl.To, limit, from.of)))
 		}
 	}
 	if r.Measured && len(r.Partitions) > 0 {
@@ -203,12 +240,12 @@ func (d *elasticWalk) timeDrop(ctx context.Context, r *Rebalance, mc cg.Membersh
 }
 
 // timeAdd waits, at most limit, until every added member has handled a
-// message, and records how long each took from at, when the update
-// returned.
-func (d *elasticWalk) timeAdd(ctx context.Context, r *Rebalance, mc cg.MembershipChange, at time.Time, limit time.Duration) {
+// message, and records how long each took from at (when the update
+// returned, or the dynamic member started); owners is the assignment
+// after the add.
+func (d *elasticWalk) timeAdd(ctx context.Context, r *Rebalance, owners partition.Assignment, added []string, at time.Time, limit time.Duration, from timedFrom) {
 	busy := d.trafficPartitions()
-	owners := mc.Config.Assignment()
-	for _, m := range mc.Changed {
+	for _, m := range added {
 		idle := true
 		for _, p := range owners.MemberPartitions(m) {
 			idle = idle && busy[p] == 0
@@ -233,10 +270,10 @@ func (d *elasticWalk) timeAdd(ctx context.Context, r *Rebalance, mc cg.Membershi
 			r.Members[i].Measured = true
 			r.Members[i].LatencyMS = msSince(at, t)
 			r.LatencyMS = max(r.LatencyMS, r.Members[i].LatencyMS)
-			d.logf("%s handled its first message %v after the update returned", d.cs.Member(ml.Member), dur(r.Members[i].LatencyMS))
+			d.logf("%s handled its first message %v %s", d.cs.Member(ml.Member), dur(r.Members[i].LatencyMS), from.after)
 		default:
 			r.Measured = false
-			d.logf("%s", d.cs.Red(fmt.Sprintf("%s handled no message within %v of the update", ml.Member, limit)))
+			d.logf("%s", d.cs.Red(fmt.Sprintf("%s handled no message within %v %s", ml.Member, limit, from.of)))
 		}
 	}
 }
@@ -314,12 +351,20 @@ func (d *elasticWalk) status(ctx context.Context, title string, why ...string) {
 	var b strings.Builder
 	t := render.NewTable(&b, "MEMBER", "PARTITIONS", "PINNED", "PENDING", "ACK PENDING", "HANDLED")
 	for _, ms := range gi.Members {
-		t.AddRow(d.cs.Member(ms.Member), render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Pending),
+		name := d.cs.Member(ms.Member)
+		if ms.Dynamic {
+			name += " (dynamic)"
+		}
+		t.AddRow(name, render.Ranges(ms.Partitions), d.pinnedCell(ms), fmt.Sprint(ms.Pending),
 			fmt.Sprint(ms.AckPending), d.handledCell(ms.Member, by))
 	}
 	for _, in := range d.instances {
 		if !gi.Config.IsMember(in.member) {
-			t.AddRow(d.cs.Faint(in.member), "not a member", "-", "-", "-", d.handledCell(in.member, by)+" (running, waiting to be added)")
+			state := " (running, waiting to be added)"
+			if in.stopped() {
+				state = " (stopped: it dropped itself)"
+			}
+			t.AddRow(d.cs.Faint(in.member), "not a member", "-", "-", "-", d.handledCell(in.member, by)+state)
 		}
 	}
 	_ = t.Render()
@@ -363,10 +408,18 @@ func (d *elasticWalk) status(ctx context.Context, title string, why ...string) {
 // rebalanceText is a rebalance's line in the text verdict.
 func rebalanceText(d *demo, r Rebalance) string {
 	var parts []string
+	switch {
+	case r.Dynamic && r.Change == dynamicJoin:
+		parts = append(parts, fmt.Sprintf("%s added itself %v after its start", d.cs.Member(dynamicMember), dur(r.ChangeMS)))
+	case r.Dynamic && r.Change == dynamicLeave:
+		parts = append(parts, fmt.Sprintf("%s dropped itself %v after its stop began", d.cs.Member(dynamicMember), dur(r.ChangeMS)))
+	}
 	for _, ml := range r.Members {
 		switch {
 		case ml.Idle:
 			parts = append(parts, d.cs.Member(ml.Member)+" idle (no key hashes to its partitions)")
+		case ml.Measured && r.Dynamic:
+			parts = append(parts, fmt.Sprintf("first message after %v", dur(ml.LatencyMS)))
 		case ml.Measured:
 			parts = append(parts, fmt.Sprintf("%s first message after %v", d.cs.Member(ml.Member), dur(ml.LatencyMS)))
 		default:

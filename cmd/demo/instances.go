@@ -24,6 +24,20 @@ type instance struct {
 	waited atomic.Bool
 }
 
+// stopped: the instance has stopped (as the dynamic member does on its
+// clean stop).
+func (in *instance) stopped() bool {
+	if in.m == nil {
+		return false
+	}
+	select {
+	case <-in.m.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // handoff is a change of the pin under which a member's messages are
 // handled, seen from the handlers: the failover as the work experiences it.
 type handoff struct {

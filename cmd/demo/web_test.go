@@ -130,3 +130,85 @@ func TestDemoWebUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// `cg demo elastic --web`: the page follows the dynamic member too. A
+// group state names m4 once it added itself, m4's instance shows in the
+// handled messages, and a later state no longer names m4 once it stopped.
+func TestDemoElasticWebDynamic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	port := clitest.FreePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	a := clitest.Start(cmd.Run, clitest.Env(), "--json", "demo", "elastic", "--web", "--web-listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--phase", "1s", "--ack-wait", "1s", "--keys", "16", "--rate", "200/s", "--sleep", "1ms")
+	a.WaitErr(t, 30*time.Second, "the dashboard's URL", func(s string) bool { return strings.Contains(s, "dashboard: "+url) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /events: %v", err)
+	}
+	defer resp.Body.Close()
+	var (
+		joined  bool // a state named m4
+		handled int  // messages m4/a handled
+		left    bool // a state after that without m4
+	)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() && !left {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type, Group, Instance string
+			State                 json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("event is not JSON: %v: %s", err, line)
+		}
+		switch ev.Type {
+		case "group":
+			var st struct {
+				Members []struct {
+					Name string `json:"name"`
+				} `json:"members"`
+			}
+			if err := json.Unmarshal(ev.State, &st); err != nil {
+				t.Fatalf("group state: %v: %s", err, line)
+			}
+			named := false
+			for _, m := range st.Members {
+				named = named || m.Name == "m4"
+			}
+			switch {
+			case named:
+				joined = true
+			case joined && handled > 0:
+				left = true
+			}
+		case "handled":
+			if ev.Instance == "m4/a" {
+				handled++
+			}
+		}
+	}
+	if !joined || handled == 0 || !left {
+		t.Fatalf("from /events: m4 in a group state %v, m4/a handled %d, a later state without m4 %v (scan: %v)\nstderr:\n%s",
+			joined, handled, left, sc.Err(), a.Err)
+	}
+	resp.Body.Close()
+	if code := a.Wait(t); code != 0 {
+		t.Fatalf("demo elastic --web exit %d\nstdout:\n%s\nstderr:\n%s", code, a.Out, a.Err)
+	}
+	var v struct {
+		OK bool `json:"ok"`
+	}
+	if err := json.Unmarshal([]byte(a.Out.String()), &v); err != nil || !v.OK {
+		t.Fatalf("verdict (%v):\n%s", err, a.Out)
+	}
+}
