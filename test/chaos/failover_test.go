@@ -96,20 +96,20 @@ func (e *env) busyWith(p *proc, n int) {
 }
 
 // staleAcks counts, over the lines p printed after since, the messages it
-// acked under pin: those whose handler started before inFlightBefore left
-// before it could know (in flight), the others are stale acks.
-func staleAcks(p *proc, pin string, since, inFlightBefore time.Time) (inFlight int, stale []string) {
+// acked under pin: those whose ack may have left before it could know
+// (inFlight says which) are in flight, the others are stale acks.
+func staleAcks(p *proc, pin string, since time.Time, inFlight func(*line) bool) (n int, stale []string) {
 	for _, l := range p.snapshot() {
 		if !l.isMsg() || !l.at.After(since) || l.PinID != pin || !l.Acked {
 			continue
 		}
-		if l.started().Before(inFlightBefore) {
-			inFlight++
+		if inFlight(l) {
+			n++
 			continue
 		}
 		stale = append(stale, p.name+": "+l.raw)
 	}
-	return inFlight, stale
+	return n, stale
 }
 
 func durations(ds []time.Duration) string {
@@ -126,7 +126,8 @@ func durations(ds []time.Duration) string {
 func TestFrozenPinnedFailsOverWithinASecond(t *testing.T) {
 	needBinary(t)
 	s := natstest.RunServer(t)
-	e := newEnv(t, "frozen", s.ClientURL(), envOpts{kind: "static", sleep: "25ms", limit: 60 * time.Second})
+	const work = 25 * time.Millisecond
+	e := newEnv(t, "frozen", s.ClientURL(), envOpts{kind: "static", sleep: work.String(), limit: 60 * time.Second})
 	e.setupStatic(4, 1, "m1")
 	e.startJoined("m1")
 	e.startJoined("m1")
@@ -143,6 +144,7 @@ func TestFrozenPinnedFailsOverWithinASecond(t *testing.T) {
 		if err := p.signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
+		stopped := time.Now()
 		took := e.takeover("m1", pin, d.start, 10*time.Second)
 		tooks = append(tooks, took)
 		e.waitFor("the freeze to last 1.5s", 5*time.Second, func() bool { return time.Since(d.start) >= 1500*time.Millisecond })
@@ -159,7 +161,7 @@ func TestFrozenPinnedFailsOverWithinASecond(t *testing.T) {
 			return false
 		})
 		e.recovered(d)
-		n, st := staleAcks(p, pin, cont, d.start)
+		n, st := staleAcks(p, pin, cont, func(l *line) bool { return l.ackMayHaveLeft(stopped, work) })
 		inFlight += n
 		stale = append(stale, st...)
 		e.steady(d.end, 10, "m1")
@@ -249,7 +251,7 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 		bh.Release()
 		e.recovered(d)
 		e.steady(d.end, 10, "m1")
-		n, st := staleAcks(cut, pin, d.start, d.start.Add(fenceThreshold))
+		n, st := staleAcks(cut, pin, d.start, func(l *line) bool { return l.started().Before(d.start.Add(fenceThreshold)) })
 		inFlight += n
 		stale = append(stale, st...)
 	}

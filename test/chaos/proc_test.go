@@ -52,6 +52,17 @@ func (l *line) started() time.Time {
 	return l.at.Add(-time.Duration(l.Millis * float64(time.Millisecond)))
 }
 
+// ackMayHaveLeft reports whether l's ack could have left its process
+// before stopped, the moment the signal that froze or cut it off had
+// been sent: only when the handler's own work (work, the members'
+// --sleep) was over by then. A handler still at work when the process
+// stopped can only have acked after it resumed, where fencing must
+// refuse the ack. (The test's own clock before the signal is no bound:
+// on a loaded machine a handler may start between it and the signal.)
+func (l *line) ackMayHaveLeft(stopped time.Time, work time.Duration) bool {
+	return l.started().Add(work).Before(stopped)
+}
+
 func (l *line) isEvent(kind string) bool { return l.Type == "event" && l.Event == kind }
 
 // proc is one member instance: a `cg <kind> consume` process whose output
