@@ -66,7 +66,7 @@ chaos-concurrent:
 # The whole chaos suite on the partition layout (one pinned consumer per
 # partition): every group a scenario creates has it, the instance disrupted
 # is the one holding the most of its member's partition pins, and each
-# partition it held must resume within the suite's 1 s. About 3 minutes.
+# partition it held must resume within the suite's 1 s. About 3 to 4 minutes.
 chaos-partition:
 	CG_CHAOS_LAYOUT=partition go test -race -count=1 -timeout 15m ./test/chaos/
 
