@@ -202,6 +202,23 @@ func analyze(in input) result {
 			if _, ok := last[k.member]; !ok && !in.partitionPins {
 				last[k.member] = 0 // printed nothing: its first message may be the one
 			}
+			if in.partitionPins {
+				// Pinned on a partition but killed before it printed any
+				// message of it: the one after the last any instance took
+				// there before the kill may be the one.
+				for _, p := range in.pins {
+					ord := fmt.Sprintf("%s/p%d", p.member, p.partition)
+					if _, ok := last[ord]; ok || p.proc != k.proc || p.partition < 0 || p.at.After(k.at) {
+						continue
+					}
+					last[ord] = 0
+					for i := range msgs {
+						if o := &msgs[i]; order(o) == ord && o.start.Before(k.at) && o.sseq > last[ord] {
+							last[ord] = o.sseq
+						}
+					}
+				}
+			}
 			for ord, l := range last {
 				ss := memberSeqs[ord]
 				i, _ := slices.BinarySearch(ss, l+1)

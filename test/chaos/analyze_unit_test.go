@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/cg-dev/cg/pkg/cg/partition"
 )
 
 // The counting itself, on made-up observations: a chaos run that passes is
@@ -128,6 +131,28 @@ func TestAnalyzeCounts(t *testing.T) {
 		}
 	})
 
+	t.Run("partition layout: a kill vouches on a partition it was pinned on but printed nothing of", func(t *testing.T) {
+		in := base()
+		in.partitionPins = true
+		p := func(ob obs, part int) obs { ob.partition = part; return ob }
+		// y handled b#1 on partition 1, then x was pinned there and acked
+		// b#2 unprinted when it was killed; y handled the rest.
+		in.msgs = []obs{p(o("x", "a", 1, 1, "P0", 0), 0), p(o("y", "b", 1, 2, "Q1", 2), 1),
+			p(o("y", "a", 2, 3, "Q0", 300), 0), p(o("y", "a", 3, 5, "Q0", 310), 0)}
+		in.kills = []kill{{proc: "x", member: "m1", at: at(15)}}
+		in.disr = []*disruption{{members: []string{"m1"}, start: at(3), end: at(400), inflight: 2}}
+		in.pins = []pinObs{{proc: "x", member: "m1", pin: "P0", at: at(0), partition: 0}, {proc: "y", member: "m1", pin: "Q1", at: at(1), partition: 1},
+			{proc: "x", member: "m1", pin: "P1", at: at(5), partition: 1}, {proc: "y", member: "m1", pin: "Q0", at: at(290), partition: 0}}
+		r := analyze(in)
+		if len(r.lost) != 0 || len(r.vouched) != 1 || r.vouched[0] != (keySeq{"b", 2}) {
+			t.Fatalf("lost %v vouched %v, want b#2 vouched", r.lost, r.vouched)
+		}
+		in.pins = slices.Delete(in.pins, 2, 3) // x never pinned on partition 1: b#2 is lost
+		if r := analyze(in); len(r.lost) != 1 || r.lost[0] != (keySeq{"b", 2}) {
+			t.Fatalf("lost %v, want [b#2]", r.lost)
+		}
+	})
+
 	t.Run("a message stored twice is not a redelivery", func(t *testing.T) {
 		in := base()
 		in.published = map[string]uint64{"a": 1}
@@ -137,4 +162,41 @@ func TestAnalyzeCounts(t *testing.T) {
 			t.Fatalf("republished %d dups %d, want 1 and 1", r.republished, r.dups)
 		}
 	})
+}
+
+// A partition's resume on the partition layout is timed from when it had
+// a message to hand: at the fault when one was waiting or in hand, else
+// from the next one published.
+func TestAvailable(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	keys := keysFor(4, 1) // one key per partition
+	var a, b string       // a key of partition 0, one of partition 1
+	for _, k := range keys {
+		switch partition.PartitionOfKey(k, 4) {
+		case 0:
+			a = k
+		case 1:
+			b = k
+		}
+	}
+	p := &proc{name: "m1#1", member: "m1"}
+	msg := func(key string, seq uint64, ms int) *line {
+		return &line{Type: "msg", Key: key, KeySeq: seq, at: at(ms), proc: p}
+	}
+	e := &env{n: 4, procs: []*proc{p}, pub: &publisher{
+		pubKS: []keySeq{{a, 1}, {b, 1}, {b, 2}, {a, 2}},
+		pubAt: []time.Time{at(0), at(10), at(60), at(300)},
+	}}
+	p.lines = []*line{msg(a, 1, 5), msg(b, 1, 20)}
+	if got := e.available(0, at(100)); !got.Equal(at(300)) {
+		t.Errorf("partition 0, nothing waiting at the fault: available at %v, want the next publish (300ms)", got.Sub(t0))
+	}
+	if got := e.available(1, at(100)); !got.Equal(at(100)) {
+		t.Errorf("partition 1, b#2 waiting at the fault: available at %v, want the fault (100ms)", got.Sub(t0))
+	}
+	p.lines = append(p.lines, msg(b, 2, 70))
+	if got := e.available(1, at(100)); !got.After(at(100).Add(time.Minute)) {
+		t.Errorf("partition 1, b#2 taken before the fault and nothing after: available at %v, want never", got.Sub(t0))
+	}
 }

@@ -50,8 +50,11 @@ type env struct {
 	partitionGaps bool
 	// layout is the group's layout: "" (cg's default, member) or
 	// "partition" (one pinned consumer per partition, so a member has one
-	// pin per partition it owns).
+	// pin per partition it owns). CG_CHAOS_LAYOUT sets it for every
+	// scenario; a scenario of one layout sets it after newEnv.
 	layout string
+	// members are the group's members as set up.
+	members []string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -59,6 +62,8 @@ type env struct {
 	disr  []*disruption
 	kills []kill
 	pub   *publisher
+	// resumes are the takeovers measured, for the report.
+	resumes []resumeFig
 }
 
 type envOpts struct {
@@ -88,7 +93,7 @@ func newEnv(t *testing.T, name, url string, o envOpts) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), o.limit)
 	t.Cleanup(cancel)
 	e := &env{t: t, name: name, ctx: ctx, limit: o.limit, began: time.Now(), url: url, kind: o.kind, sleep: o.sleep, ttl: o.ttl,
-		grace: 500 * time.Millisecond, cfgDir: t.TempDir(), maxAckPending: 1, next: map[string]int{}}
+		grace: 500 * time.Millisecond, cfgDir: t.TempDir(), maxAckPending: 1, next: map[string]int{}, layout: chaosLayout}
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Timeout(2*time.Second))
 	if err != nil {
 		t.Fatalf("connect %s: %v", url, err)
@@ -217,9 +222,18 @@ func (e *env) createStream(replicas int) {
 func (e *env) setupStatic(n, replicas int, members ...string) {
 	e.t.Helper()
 	e.n = n
+	e.members = members
 	e.createStream(replicas)
 	args := append([]string{"static", "create", "balanced", streamName, groupName, fmt.Sprint(n)}, members...)
 	e.mustCLI(append(args, e.layoutArgs()...)...)
+}
+
+// layoutName is the group's layout by name.
+func (e *env) layoutName() string {
+	if e.layout == "" {
+		return "member"
+	}
+	return e.layout
 }
 
 // layoutArgs are the create flags for the scenario's layout.
@@ -272,6 +286,7 @@ func (e *env) partitionPin(k int) string {
 func (e *env) setupElastic(n int, members ...string) {
 	e.t.Helper()
 	e.n = n
+	e.members = members
 	e.createStream(1)
 	e.mustCLI(append([]string{"elastic", "create", streamName, groupName, fmt.Sprint(n), "--filter", "orders.*:1"}, e.layoutArgs()...)...)
 	e.mustCLI(append([]string{"elastic", "add", streamName, groupName}, members...)...)
@@ -335,33 +350,6 @@ func (e *env) msgs(member string, since time.Time) []*line {
 	return out
 }
 
-// pinnedProc waits until the server's pin for member belongs to a running
-// instance that has handled messages under it, and returns it.
-func (e *env) pinnedProc(member string) (*proc, string) {
-	e.t.Helper()
-	var found *proc
-	var pin string
-	e.waitFor("a pinned, busy instance of "+member, 20*time.Second, func() bool {
-		pin = e.serverPin(member)
-		if pin == "" {
-			return false
-		}
-		for _, p := range e.allProcs() {
-			if p.member != member || p.exited() {
-				continue
-			}
-			for _, l := range p.snapshot() {
-				if l.isMsg() && l.PinID == pin {
-					found = p
-					return true
-				}
-			}
-		}
-		return false
-	})
-	return found, pin
-}
-
 // disrupt records a disruption starting now.
 func (e *env) disrupt(what string, inflight int, members ...string) *disruption {
 	d := &disruption{what: what, members: members, start: time.Now(), inflight: inflight}
@@ -373,27 +361,6 @@ func (e *env) disrupt(what string, inflight int, members ...string) *disruption 
 
 // recovered ends a disruption's window now.
 func (e *env) recovered(d *disruption) { d.end = time.Now() }
-
-// waitNewPin waits until member handles k messages under a pin other than
-// old, delivered after d started, and returns that pin.
-func (e *env) waitNewPin(d *disruption, member, old string, k int, timeout time.Duration) string {
-	e.t.Helper()
-	var pin string
-	e.waitFor(member+" handling under a new pin after "+d.what, timeout, func() bool {
-		count := map[string]int{}
-		for _, l := range e.msgs(member, d.start) {
-			if l.PinID != "" && l.PinID != old {
-				count[l.PinID]++
-				if count[l.PinID] >= k {
-					pin = l.PinID
-					return true
-				}
-			}
-		}
-		return false
-	})
-	return pin
-}
 
 // waitHandled waits until each member has handled k messages after since.
 func (e *env) waitHandled(what string, since time.Time, k int, timeout time.Duration, members ...string) {
@@ -625,6 +592,9 @@ type report struct {
 	r        result
 	extra    string
 	took     time.Duration
+	layout   string // member or partition
+	kind     string // static or elastic
+	resumes  []resumeFig
 }
 
 var (
@@ -696,6 +666,9 @@ func (e *env) finish(members []string, extra func() string) result {
 		e.t.Logf("%dx %s", n, w)
 	}
 	ex := fmt.Sprintf("fenced=%d warnings=%d", events["fenced"], events["warning"])
+	if rs := e.resumeSummary(); rs != "" {
+		ex = rs + " " + ex
+	}
 	if extra != nil {
 		ex = extra() + " " + ex
 	}
@@ -704,7 +677,10 @@ func (e *env) finish(members []string, extra func() string) result {
 		e.name, r.published, r.handled, len(r.lost), len(r.vouched), len(r.violations), r.jitter, r.dups, r.bound, r.republished,
 		med.Round(time.Millisecond), mx.Round(time.Millisecond), len(r.gaps), len(r.flaps), r.pinChanges, retries, ex, took.Round(100*time.Millisecond))
 	reportsMu.Lock()
-	reports = append(reports, report{scenario: e.name, r: r, extra: ex, took: took})
+	e.mu.Lock()
+	resumes := slices.Clone(e.resumes)
+	e.mu.Unlock()
+	reports = append(reports, report{scenario: e.name, r: r, extra: ex, took: took, layout: e.layoutName(), kind: e.kind, resumes: resumes})
 	reportsMu.Unlock()
 
 	if len(r.lost) > 0 {

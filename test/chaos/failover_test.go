@@ -57,26 +57,6 @@ func (e *env) startVia(member, url string) *proc {
 	return p
 }
 
-// takeover is how long after at member first handled a message (taken by
-// its handler) under a pin other than old, waiting up to timeout.
-func (e *env) takeover(member, old string, at time.Time, timeout time.Duration) time.Duration {
-	e.t.Helper()
-	var took time.Duration
-	e.waitFor(member+" handling under a new pin", timeout, func() bool {
-		for _, l := range e.msgs(member, at) {
-			if l.PinID != "" && l.PinID != old {
-				took = l.started().Sub(at)
-				if took < 0 {
-					took = 0
-				}
-				return true
-			}
-		}
-		return false
-	})
-	return took
-}
-
 // busyWith waits until p takes a message of a fresh burst, so that the
 // disruption finds it with a message in hand.
 func (e *env) busyWith(p *proc, n int) {
@@ -96,11 +76,12 @@ func (e *env) busyWith(p *proc, n int) {
 }
 
 // staleAcks counts, over the lines p printed after since, the messages it
-// acked under pin: those whose ack may have left before it could know
-// (inFlight says which) are in flight, the others are stale acks.
-func staleAcks(p *proc, pin string, since time.Time, inFlight func(*line) bool) (n int, stale []string) {
+// acked under a pin of h's: those whose ack may have left before it
+// could know (inFlight says which) are in flight, the others are stale
+// acks.
+func staleAcks(p *proc, h held, since time.Time, inFlight func(*line) bool) (n int, stale []string) {
 	for _, l := range p.snapshot() {
-		if !l.isMsg() || !l.at.After(since) || l.PinID != pin || !l.Acked {
+		if !l.isMsg() || !l.at.After(since) || l.PinID != h.pinFor(l) || !l.Acked {
 			continue
 		}
 		if inFlight(l) {
@@ -134,19 +115,20 @@ func TestFrozenPinnedFailsOverWithinASecond(t *testing.T) {
 	e.publish(3, 50*time.Millisecond)
 	e.waitHandled("warm-up", e.began, 10, 30*time.Second, "m1")
 	e.steady(time.Now(), 10, "m1")
-	var tooks []time.Duration
-	inFlight := 0
+	var rounds [][]resumed
+	inFlight, frozenPins := 0, 0
 	var stale []string
 	for range 3 {
-		p, pin := e.pinnedProc("m1")
+		h := e.pinned("m1")
+		p := h.p
+		frozenPins += len(h.pins)
 		e.busyWith(p, 12)
-		d := e.disrupt("SIGSTOP "+p.name, e.maxAckPending, "m1")
+		d := e.disrupt("SIGSTOP "+p.name+h.partsNote(), e.inflight(h), "m1")
 		if err := p.signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 		stopped := time.Now()
-		took := e.takeover("m1", pin, d.start, 10*time.Second)
-		tooks = append(tooks, took)
+		rounds = append(rounds, e.takeover(d, h, "SIGSTOP", 10*time.Second))
 		e.waitFor("the freeze to last 1.5s", 5*time.Second, func() bool { return time.Since(d.start) >= 1500*time.Millisecond })
 		cont := time.Now()
 		if err := p.signal(syscall.SIGCONT); err != nil {
@@ -161,25 +143,38 @@ func TestFrozenPinnedFailsOverWithinASecond(t *testing.T) {
 			return false
 		})
 		e.recovered(d)
-		n, st := staleAcks(p, pin, cont, func(l *line) bool { return l.ackMayHaveLeft(stopped, work) })
+		n, st := staleAcks(p, h, cont, func(l *line) bool { return l.ackMayHaveLeft(stopped, work) })
 		inFlight += n
 		stale = append(stale, st...)
 		e.steady(d.end, 10, "m1")
 	}
 	e.finish([]string{"m1"}, func() string {
-		return fmt.Sprintf("takeover=%s stale_acks=%d in_flight_acks=%d", durations(tooks), len(stale), inFlight)
+		return fmt.Sprintf("takeover=%s stale_acks=%d in_flight_acks=%d", durations(allTooks(rounds)), len(stale), inFlight)
 	})
-	for i, took := range tooks {
-		if took > failoverLimit {
-			t.Errorf("freeze %d: the standby took over %v after SIGSTOP, want at most %v", i+1, took, failoverLimit)
+	for i, rs := range rounds {
+		for _, r := range rs {
+			if r.took > failoverLimit {
+				t.Errorf("freeze %d%s: the standby took over %v after SIGSTOP, want at most %v", i+1, r.where(), r.took, failoverLimit)
+			}
 		}
 	}
 	if len(stale) > 0 {
 		t.Errorf("after SIGCONT the frozen instance acked %d message(s) under the pin it had lost:\n%s", len(stale), strings.Join(stale, "\n"))
 	}
-	if inFlight > len(tooks) {
-		t.Errorf("%d acks in flight at a freeze, more than one per freeze (%d)", inFlight, len(tooks))
+	// A serial instance has at most one ack in flight per pin it holds
+	// (on the partition layout each partition runs its own handler).
+	if inFlight > frozenPins {
+		t.Errorf("%d acks in flight at a freeze, more than one per pin frozen (%d)", inFlight, frozenPins)
 	}
+}
+
+// allTooks lists every round's resumes.
+func allTooks(rounds [][]resumed) []time.Duration {
+	var out []time.Duration
+	for _, rs := range rounds {
+		out = append(out, tooks(rs)...)
+	}
+	return out
 }
 
 // Black-holed: the pinned instance's connection goes through a proxy that
@@ -192,8 +187,8 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 	e := newEnv(t, "black-hole", s.ClientURL(), envOpts{kind: "static", sleep: "25ms", limit: 60 * time.Second})
 	e.setupStatic(4, 1, "m1")
 	e.publish(3, 50*time.Millisecond)
-	var tooks []time.Duration
-	inFlight := 0
+	var rounds [][]resumed
+	inFlight, cutPins := 0, 0
 	var stale []string
 	var standby *proc
 	for round := range 2 {
@@ -215,30 +210,35 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 			if ok, _ := p.wait(15 * time.Second); !ok {
 				t.Fatalf("%s did not stop on SIGTERM", p.name)
 			}
-			e.pinnedProc("m1")
+			e.pinned("m1")
 			e.recovered(d)
 		}
-		// Move the pin onto the proxied instance.
+		// Move the pin onto the proxied instance: on the partition layout,
+		// until it holds as many of m1's partitions as the standby (each
+		// step-down re-pins every partition to whichever instance's pull
+		// the server takes first).
+		var h held
 		for try := 0; ; try++ {
-			p, pin := e.pinnedProc("m1")
-			if p == cut {
+			hs := e.holdings("m1")
+			if isBusiest(hs, cut) {
+				h = hs[cut]
 				break
 			}
 			if try == 10 {
 				t.Fatalf("the pin never moved onto %s", cut.name)
 			}
-			d := e.disrupt("step-down onto "+cut.name, e.maxAckPending, "m1")
+			was := mergeHeld(hs)
+			d := e.disrupt("step-down onto "+cut.name, e.inflight(was), "m1")
 			e.mustCLI("static", "step-down", streamName, groupName, "m1")
-			e.waitNewPin(d, "m1", pin, 1, 10*time.Second)
+			e.waitNewPin(d, was, 1, 10*time.Second)
 			e.recovered(d)
 		}
-		_, pin := e.pinnedProc("m1")
+		cutPins += len(h.pins)
 		e.steady(time.Now(), 5, "m1")
 		e.busyWith(cut, 12)
-		d := e.disrupt("black hole "+cut.name, e.maxAckPending, "m1")
+		d := e.disrupt("black hole "+cut.name+h.partsNote(), e.inflight(h), "m1")
 		bh.Hold()
-		took := e.takeover("m1", pin, d.start, 10*time.Second)
-		tooks = append(tooks, took)
+		rounds = append(rounds, e.takeover(d, h, "black hole", 10*time.Second))
 		e.waitFor(cut.name+" fenced while cut off", 10*time.Second, func() bool {
 			for _, l := range cut.snapshot() {
 				if l.at.After(d.start) && l.isEvent("fenced") {
@@ -251,26 +251,29 @@ func TestBlackholedPinnedFailsOverWithinASecond(t *testing.T) {
 		bh.Release()
 		e.recovered(d)
 		e.steady(d.end, 10, "m1")
-		n, st := staleAcks(cut, pin, d.start, func(l *line) bool { return l.started().Before(d.start.Add(fenceThreshold)) })
+		n, st := staleAcks(cut, h, d.start, func(l *line) bool { return l.started().Before(d.start.Add(fenceThreshold)) })
 		inFlight += n
 		stale = append(stale, st...)
 	}
 	e.finish([]string{"m1"}, func() string {
-		return fmt.Sprintf("takeover=%s stale_acks=%d in_flight_acks=%d", durations(tooks), len(stale), inFlight)
+		return fmt.Sprintf("takeover=%s stale_acks=%d in_flight_acks=%d", durations(allTooks(rounds)), len(stale), inFlight)
 	})
-	for i, took := range tooks {
-		if took > failoverLimit {
-			t.Errorf("black hole %d: the standby took over %v after the cut, want at most %v", i+1, took, failoverLimit)
+	for i, rs := range rounds {
+		for _, r := range rs {
+			if r.took > failoverLimit {
+				t.Errorf("black hole %d%s: the standby took over %v after the cut, want at most %v", i+1, r.where(), r.took, failoverLimit)
+			}
 		}
 	}
 	if len(stale) > 0 {
 		t.Errorf("the black-holed instance acked %d message(s) under the pin it had lost:\n%s", len(stale), strings.Join(stale, "\n"))
 	}
 	// A serial member has at most the message in hand's ack in flight when
-	// the link is cut; a concurrent one, one per handler call at once.
+	// the link is cut; a concurrent one, one per handler call at once; on
+	// the partition layout, that much per partition cut.
 	perCut := max(concurrency, 1)
-	if inFlight > perCut*len(tooks) {
-		t.Errorf("%d acks in flight at a black hole, more than %d per black hole (%d)", inFlight, perCut, len(tooks))
+	if inFlight > perCut*cutPins {
+		t.Errorf("%d acks in flight at a black hole, more than %d per pin cut off (%d)", inFlight, perCut, cutPins)
 	}
 }
 
@@ -285,22 +288,24 @@ func TestJustJoinedStandbyTakesOver(t *testing.T) {
 	e.startJoined("m1")
 	e.publish(4, 10*time.Millisecond)
 	e.waitHandled("warm-up", e.began, 20, 30*time.Second, "m1")
-	var tooks []time.Duration
+	var rounds [][]resumed
 	for range 3 {
-		p, pin := e.pinnedProc("m1")
+		h := e.pinned("m1")
 		e.startJoined("m1")
 		joined := time.Now()
 		e.waitFor("100ms since the standby joined", time.Second, func() bool { return time.Since(joined) >= 100*time.Millisecond })
-		d := e.disrupt("kill -9 "+p.name+" just after a standby joined", e.maxAckPending, "m1")
-		e.kill(p)
-		tooks = append(tooks, e.takeover("m1", pin, d.start, 10*time.Second))
+		d := e.disrupt("kill -9 "+h.p.name+h.partsNote()+" just after a standby joined", e.inflight(h), "m1")
+		e.kill(h.p)
+		rounds = append(rounds, e.takeover(d, h, "kill -9, just joined", 10*time.Second))
 		e.recovered(d)
 		e.steady(d.end, 20, "m1")
 	}
-	e.finish([]string{"m1"}, func() string { return "takeover=" + durations(tooks) })
-	for i, took := range tooks {
-		if took > failoverLimit {
-			t.Errorf("kill %d: the just-joined standby took over %v after the kill, want at most %v", i+1, took, failoverLimit)
+	e.finish([]string{"m1"}, func() string { return "takeover=" + durations(allTooks(rounds)) })
+	for i, rs := range rounds {
+		for _, r := range rs {
+			if r.took > failoverLimit {
+				t.Errorf("kill %d%s: the just-joined standby took over %v after the kill, want at most %v", i+1, r.where(), r.took, failoverLimit)
+			}
 		}
 	}
 }

@@ -10,6 +10,11 @@
 // never broken, duplicates no more than what was in flight at each
 // disruption, and no pin changes the scenario did not cause.
 //
+// CG_CHAOS_LAYOUT=partition (make chaos-partition) runs every scenario on
+// the partition layout: "the pinned instance" is then the one holding the
+// most of its member's partition pins, and each partition it held must
+// resume within failoverLimit on its own.
+//
 // Each scenario runs its own server(s), bounds its traffic by count and its
 // run by a deadline, waits on conditions (never on sleeps) and logs one
 // summary line; TestMain prints them as a table at the end (go test -v).
@@ -43,7 +48,26 @@ var (
 	concurrency int
 	// raceBuilt: the binary was built with -race.
 	raceBuilt bool
+	// chaosLayout is CG_CHAOS_LAYOUT: the layout of every group a
+	// scenario creates, "" (member, cg's default: no --layout flag) or
+	// "partition".
+	chaosLayout string
 )
+
+// layoutEnv names the environment variable that sets chaosLayout.
+const layoutEnv = "CG_CHAOS_LAYOUT"
+
+// parseLayout reads CG_CHAOS_LAYOUT: "" and "member" are the member
+// layout, created as cg creates it by default.
+func parseLayout(v string) (string, error) {
+	switch v {
+	case "", "member":
+		return "", nil
+	case "partition":
+		return v, nil
+	}
+	return "", fmt.Errorf("chaos: %s=%q: want member (the default) or partition", layoutEnv, v)
+}
 
 func TestMain(m *testing.M) {
 	if d, err := time.ParseDuration(os.Getenv(hogEnv)); err == nil {
@@ -51,6 +75,11 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	flag.Parse()
+	var err error
+	if chaosLayout, err = parseLayout(os.Getenv(layoutEnv)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	if testing.Short() {
 		os.Exit(m.Run()) // the scenarios skip themselves
 	}

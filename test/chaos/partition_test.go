@@ -17,50 +17,6 @@ import (
 // per partition: a fault of one instance must move each partition it
 // held, on its own, within the failover limit.
 
-// holders maps each running instance of member that holds the server's
-// pin of some partition (having handled a message under that pin) to the
-// partitions it holds.
-func (e *env) holders(member string) map[*proc][]int {
-	out := map[*proc][]int{}
-	for k := range e.n {
-		pin := e.partitionPin(k)
-		if pin == "" {
-			continue
-		}
-		for _, p := range e.allProcs() {
-			if p.member != member || p.exited() {
-				continue
-			}
-			if slices.ContainsFunc(e.procMsgs(p), func(l *line) bool { return l.Partition == k && l.PinID == pin }) {
-				out[p] = append(out[p], k)
-			}
-		}
-	}
-	return out
-}
-
-// busiestHolder waits until every partition of member has a running
-// holder and returns the instance holding the most of them, and those.
-func (e *env) busiestHolder(member string, owned int) (*proc, []int) {
-	e.t.Helper()
-	var best *proc
-	var parts []int
-	e.waitFor("every partition of "+member+" pinned to a busy instance", 20*time.Second, func() bool {
-		h := e.holders(member)
-		n := 0
-		best, parts = nil, nil
-		for p, ps := range h {
-			n += len(ps)
-			if len(ps) > len(parts) || (len(ps) == len(parts) && best != nil && p.name < best.name) {
-				best, parts = p, ps
-			}
-		}
-		return n == owned
-	})
-	slices.Sort(parts)
-	return best, parts
-}
-
 // partitionFault is one fault of a holder and what each of its partitions
 // went without a message.
 type partitionFault struct {
@@ -168,23 +124,15 @@ func partitionLayoutFailover(t *testing.T, kind string) {
 	e.waitHandled("warm-up", e.began, 20, 30*time.Second, members...)
 	e.steady(time.Now(), 20, members...)
 
-	owned := map[string]int{}
-	for k := range n {
-		for _, l := range e.msgs("", e.began) {
-			if l.Partition == k {
-				owned[l.proc.member]++
-				break
-			}
-		}
-	}
 	var faults []partitionFault
 	plan := []struct {
 		what   string
 		member string
 	}{{"kill -9", "m1"}, {"SIGSTOP", "m2"}, {"SIGTERM", "m1"}}
 	for _, f := range plan {
-		p, parts := e.busiestHolder(f.member, owned[f.member])
-		inflight := len(parts) * e.maxAckPending
+		h := e.pinned(f.member)
+		p, parts := h.p, h.slots()
+		inflight := e.inflight(h)
 		if f.what == "SIGTERM" {
 			inflight = 0 // each partition finishes its message in hand and hands back the rest
 		}
@@ -203,6 +151,9 @@ func partitionLayoutFailover(t *testing.T, kind string) {
 		}
 		gaps, tooks := e.gapsAfter(p, f.member, parts, d.start, 10*time.Second)
 		faults = append(faults, partitionFault{what: f.what, proc: p.name, member: f.member, parts: parts, gaps: gaps, tooks: tooks})
+		// The suite's own resume measure, for its report beside every
+		// other scenario's.
+		e.takeover(d, h, f.what, 10*time.Second)
 		for j, took := range tooks {
 			// A graceful hand-off needs no liveness check: a slow one is
 			// worth its events in the log.
@@ -254,11 +205,11 @@ func partitionLayoutFailover(t *testing.T, kind string) {
 		for _, w := range []string{"kill -9", "SIGSTOP", "SIGTERM"} {
 			fmt.Fprintf(&b, "%s: gaps=%s resumed=%s ", strings.ReplaceAll(w, " ", ""), figures(gapsBy[w]), figures(tooksBy[w]))
 		}
-		var held []string
+		var holding []string
 		for _, f := range faults {
-			held = append(held, fmt.Sprintf("%s:%d/%d", strings.ReplaceAll(f.what, " ", ""), len(f.parts), owned[f.member]))
+			holding = append(holding, fmt.Sprintf("%s:%d/%d", strings.ReplaceAll(f.what, " ", ""), len(f.parts), len(e.owned(f.member))))
 		}
-		fmt.Fprintf(&b, "held=%s", strings.Join(held, ","))
+		fmt.Fprintf(&b, "held=%s", strings.Join(holding, ","))
 		return b.String()
 	})
 	if len(all) < len(plan) {

@@ -49,6 +49,7 @@ type publisher struct {
 	last    map[string]uint64 // last key-seq published per key
 	sseq    map[keySeq]uint64 // stream sequence of each
 	pubAt   []time.Time       // when each was acknowledged, in order
+	pubKS   []keySeq          // which each was, beside pubAt
 	count   int
 	retries int
 	lastErr error
@@ -127,6 +128,7 @@ func (p *publisher) publishOne(ctx context.Context, key string) bool {
 			p.count++
 			p.lastAt = time.Now()
 			p.pubAt = append(p.pubAt, p.lastAt)
+			p.pubKS = append(p.pubKS, keySeq{key, seq})
 			p.mu.Unlock()
 			return true
 		}

@@ -54,7 +54,7 @@ func TestRollingRestartLameDuck(t *testing.T) {
 	for i := range c.Servers {
 		name := c.Servers[i].Name()
 		port := c.Servers[i].Addr().(*net.TCPAddr).Port
-		d := e.disrupt("lame-duck restart of "+name, 2*e.maxAckPending, members...)
+		d := e.disrupt("lame-duck restart of "+name, e.groupInflight(len(members)), members...)
 		c.Servers[i].LameDuckShutdown()
 		c.Servers[i].WaitForShutdown()
 		o := c.Opts[i].Clone()

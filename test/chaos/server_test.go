@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/internal/clitest"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -41,7 +42,7 @@ func TestServerRestart(t *testing.T) {
 	e.waitHandled("warm-up", e.began, 20, 30*time.Second, "m1", "m2")
 	e.steady(time.Now(), 20, "m1", "m2")
 	for range 2 {
-		d := e.disrupt("server restart", 2*e.maxAckPending, "m1", "m2")
+		d := e.disrupt("server restart", e.groupInflight(2), "m1", "m2")
 		s.Shutdown()
 		s.WaitForShutdown()
 		s = restartServer(t, opts())
@@ -71,15 +72,17 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 	e.steady(time.Now(), 20, "m1", "m2")
 
 	// Round 1 takes down the node leading the stream; round 2 the node
-	// leading m1's consumer, which holds the pin.
-	var resumed time.Duration
+	// leading m1's consumer, which holds the pin (on the partition layout,
+	// the consumer of m1's first partition).
+	var resumedIn time.Duration
+	consumer, part := e.leadConsumer("m1")
 	for round := range 2 {
 		var leader string
 		e.waitFor("a stream leader", 20*time.Second, func() bool {
 			leader, _ = e.streamCluster()
 			if round == 1 {
 				leader = ""
-				if ci, err := e.consumerInfo("m1"); err == nil && ci.Cluster != nil {
+				if ci, err := e.namedConsumerInfo(consumer); err == nil && ci.Cluster != nil {
 					leader = ci.Cluster.Leader
 				}
 			}
@@ -95,13 +98,13 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 			t.Fatalf("leader %q is none of the cluster's servers", leader)
 		}
 		port := c.Servers[i].Addr().(*net.TCPAddr).Port
-		what := map[int]string{0: "stream", 1: "m1's consumer"}[round]
+		what := map[int]string{0: "stream", 1: "m1's consumer " + consumer}[round]
 
 		var el *electionWatch
 		if round == 1 {
 			el = e.watchElections(c.Servers[(i+1)%len(c.Servers)].ClientURL())
 		}
-		d := e.disrupt("shut down "+leader+", leading the "+what, 2*e.maxAckPending, "m1", "m2")
+		d := e.disrupt("shut down "+leader+", leading the "+what, e.groupInflight(2), "m1", "m2")
 		c.Servers[i].Shutdown()
 		c.Servers[i].WaitForShutdown()
 		down := time.Now()
@@ -111,12 +114,12 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 		})
 		e.waitHandled("members handling without "+leader, down, 5, 30*time.Second, "m1", "m2")
 		if el != nil {
-			resumed = e.resumedAfterElection(el, "m1", d.start)
+			resumedIn = e.resumedAfterElection(el, "m1", consumer, part, d.start)
 		}
 		e.recovered(d)
 		e.steady(d.end, 30, "m1", "m2")
 
-		d2 := e.disrupt("restart "+leader, 2*e.maxAckPending, "m1", "m2")
+		d2 := e.disrupt("restart "+leader, e.groupInflight(2), "m1", "m2")
 		o := c.Opts[i].Clone()
 		o.Port = port
 		c.Servers[i] = restartServer(t, o)
@@ -129,11 +132,11 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 		e.steady(d2.end, 30, "m1", "m2")
 	}
 	e.finish([]string{"m1", "m2"}, func() string {
-		return fmt.Sprintf("resumed_after_election=%v", resumed.Round(time.Millisecond))
+		return fmt.Sprintf("resumed_after_election=%v", resumedIn.Round(time.Millisecond))
 	})
 	// The election is the server's; what follows it is cg's.
-	if resumed > resumeLimit {
-		t.Errorf("m1 handled its first message %v after its consumer's new leader was elected, want at most %v", resumed, resumeLimit)
+	if resumedIn > resumeLimit {
+		t.Errorf("m1 handled its first message %v after its consumer's new leader was elected, want at most %v", resumedIn, resumeLimit)
 	}
 }
 
@@ -187,12 +190,40 @@ func (e *env) watchElections(url string) *electionWatch {
 	return w
 }
 
-// resumedAfterElection is how long after the election that let member's
-// messages flow again (its consumer's new leader, or the stream's when
-// that came later) member handled its first message.
-func (e *env) resumedAfterElection(w *electionWatch, member string, since time.Time) time.Duration {
+// leadConsumer is the consumer of member whose leader round 2 of the
+// cluster scenario takes down, and the partition it serves (-1: all of the
+// member's, on the member layout).
+func (e *env) leadConsumer(member string) (string, int) {
+	if e.layout == "partition" {
+		k := e.owned(member)[0]
+		_, c := e.partitionConsumer(k)
+		return c, k
+	}
+	_, c := e.memberConsumer(member)
+	return c, -1
+}
+
+// namedConsumerInfo is the group's consumer named consumer.
+func (e *env) namedConsumerInfo(consumer string) (*jetstream.ConsumerInfo, error) {
+	s := streamName
+	if e.kind == "elastic" {
+		s = streamName + "-" + groupName
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	cons, err := e.js.Consumer(ctx, s, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return cons.CachedInfo(), nil
+}
+
+// resumedAfterElection is how long after the election that let consumer's
+// messages flow again (its new leader, or the stream's when that came
+// later) member handled its first message of them (of partition part, or
+// of any when part is -1).
+func (e *env) resumedAfterElection(w *electionWatch, member, consumer string, part int, since time.Time) time.Duration {
 	e.t.Helper()
-	_, consumer := e.memberConsumer(member)
 	var elected time.Time
 	e.waitFor("the leader-elected advisory of "+consumer, 10*time.Second, func() bool {
 		w.mu.Lock()
@@ -221,6 +252,9 @@ func (e *env) resumedAfterElection(w *electionWatch, member string, since time.T
 	var first time.Time
 	e.waitFor(member+" handling after the election", 30*time.Second, func() bool {
 		for _, l := range e.msgs(member, elected) {
+			if part >= 0 && l.Partition != part {
+				continue
+			}
 			if first.IsZero() || l.at.Before(first) {
 				first = l.at
 			}

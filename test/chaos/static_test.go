@@ -26,10 +26,10 @@ func TestKill9Pinned(t *testing.T) {
 	e.waitHandled("warm-up", e.began, 20, 30*time.Second, "m1", "m2")
 	e.steady(time.Now(), 20, "m1", "m2")
 	for range 3 {
-		p, pin := e.pinnedProc("m1")
-		d := e.disrupt("kill -9 "+p.name, e.maxAckPending, "m1")
-		e.kill(p)
-		e.waitNewPin(d, "m1", pin, 3, 20*time.Second)
+		h := e.pinned("m1")
+		d := e.disrupt("kill -9 "+h.p.name+h.partsNote(), e.inflight(h), "m1")
+		e.kill(h.p)
+		e.failedOver(d, h, "kill -9", 3, 20*time.Second)
 		e.recovered(d)
 		e.startJoined("m1") // a standby again
 		e.steady(d.end, 20, "m1", "m2")
@@ -57,14 +57,15 @@ func TestSIGSTOPPastPinnedTTL(t *testing.T) {
 
 	type stop struct {
 		p      *proc
-		pin    string
+		h      held
 		frozen time.Time // just after the SIGSTOP was sent
 		cont   time.Time
 		inHand bool
 	}
 	var stops []stop
 	for range 2 {
-		p, pin := e.pinnedProc("m1")
+		h := e.pinned("m1")
+		p := h.p
 		before := e.pub.published()
 		e.pub.sendBurst(12)
 		e.waitFor("the burst published", 10*time.Second, func() bool { return e.pub.published() >= before+12 })
@@ -77,12 +78,12 @@ func TestSIGSTOPPastPinnedTTL(t *testing.T) {
 			}
 			return false
 		})
-		d := e.disrupt("SIGSTOP "+p.name, e.maxAckPending, "m1")
+		d := e.disrupt("SIGSTOP "+p.name+h.partsNote(), e.inflight(h), "m1")
 		if err := p.signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 		frozen := time.Now()
-		e.waitNewPin(d, "m1", pin, 3, 20*time.Second)
+		e.failedOver(d, h, "SIGSTOP past the TTL", 3, 20*time.Second)
 		e.waitFor("the freeze to outlast the pinned TTL", 3*e.ttl, func() bool { return time.Since(d.start) >= 2*e.ttl })
 		// Frozen with a message in hand: the standby got it redelivered.
 		printed := map[keySeq]bool{}
@@ -115,7 +116,7 @@ func TestSIGSTOPPastPinnedTTL(t *testing.T) {
 			return after(func(l *line) bool { return l.isEvent("fenced") || l.isEvent("pin_lost") })
 		})
 		e.recovered(d)
-		stops = append(stops, stop{p: p, pin: pin, frozen: frozen, cont: cont, inHand: inHand})
+		stops = append(stops, stop{p: p, h: h, frozen: frozen, cont: cont, inHand: inHand})
 		e.steady(d.end, 10, "m1")
 	}
 
@@ -144,7 +145,7 @@ func TestSIGSTOPPastPinnedTTL(t *testing.T) {
 				inHand++
 			}
 			for _, l := range st.p.snapshot() {
-				if !l.isMsg() || !l.at.After(st.cont) || l.PinID != st.pin {
+				if !l.isMsg() || !l.at.After(st.cont) || l.PinID != st.h.pinFor(l) {
 					continue
 				}
 				staleHandled++
@@ -162,8 +163,14 @@ func TestSIGSTOPPastPinnedTTL(t *testing.T) {
 		return fmt.Sprintf("in_hand=%d/%d stale_handled=%d stale_acks=%d in_flight_acks=%d", inHand, len(stops), staleHandled, staleAcks, inFlightAcks)
 	}
 	e.finish([]string{"m1"}, check)
-	if inFlightAcks > len(stops) {
-		t.Errorf("%d acks in flight at a freeze, more than one per stop (%d)", inFlightAcks, len(stops))
+	// On the partition layout each partition the instance held runs its
+	// own handler: one ack in flight per partition frozen.
+	frozenPins := 0
+	for _, st := range stops {
+		frozenPins += len(st.h.pins)
+	}
+	if inFlightAcks > frozenPins {
+		t.Errorf("%d acks in flight at a freeze, more than one per pin frozen (%d)", inFlightAcks, frozenPins)
 	}
 	if staleAcks > 0 {
 		t.Errorf("after SIGCONT the frozen instance acked %d message(s) under the pin it had lost:\n%s", staleAcks, strings.Join(staleLines, "\n"))
@@ -207,8 +214,9 @@ func TestSIGTERMHandsOver(t *testing.T) {
 	e.waitHandled("warm-up", e.began, 20, 30*time.Second, "m1")
 	e.steady(time.Now(), 20, "m1")
 	for range 3 {
-		p, pin := e.pinnedProc("m1")
-		d := e.disrupt("SIGTERM "+p.name, 0, "m1")
+		h := e.pinned("m1")
+		p := h.p
+		d := e.disrupt("SIGTERM "+p.name+h.partsNote(), 0, "m1")
 		if err := p.signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +227,7 @@ func TestSIGTERMHandsOver(t *testing.T) {
 		if sum := summaryOf(p); sum == nil || sum.Reason != "interrupted" || sum.AckFailed != 0 {
 			t.Errorf("%s summary after SIGTERM: %v", p.name, p.tail(1))
 		}
-		e.waitNewPin(d, "m1", pin, 3, 10*time.Second)
+		e.failedOver(d, h, "SIGTERM", 3, 10*time.Second)
 		e.recovered(d)
 		e.startJoined("m1")
 		e.steady(d.end, 20, "m1")
@@ -228,7 +236,8 @@ func TestSIGTERMHandsOver(t *testing.T) {
 }
 
 // Scenario 3b: step-down in a loop while traffic flows: each moves the pin
-// (to the standby), nothing is lost or reordered, and m2 is untouched.
+// (to the standby; on the partition layout, every pin of m1's partitions),
+// nothing is lost or reordered, and m2 is untouched.
 func TestStepDownLoop(t *testing.T) {
 	needBinary(t)
 	s := natstest.RunServer(t)
@@ -241,10 +250,10 @@ func TestStepDownLoop(t *testing.T) {
 	e.waitHandled("warm-up", e.began, 20, 30*time.Second, "m1", "m2")
 	e.steady(time.Now(), 20, "m1", "m2")
 	for range 10 {
-		_, pin := e.pinnedProc("m1")
-		d := e.disrupt("step-down", e.maxAckPending, "m1")
+		h := e.pinnedAll("m1")
+		d := e.disrupt("step-down", e.inflight(h), "m1")
 		e.mustCLI("static", "step-down", streamName, groupName, "m1")
-		e.waitNewPin(d, "m1", pin, 3, 10*time.Second)
+		e.waitNewPin(d, h, 3, 10*time.Second)
 		e.recovered(d)
 		e.waitHandled("traffic after the step-down", d.end, 10, 20*time.Second, "m1")
 	}
