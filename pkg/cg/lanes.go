@@ -374,7 +374,7 @@ func (s *laneStage) work() {
 		// Asked under s.mu: an ack's reply settles the key through
 		// ackSettled, which takes s.mu, so a reply that comes after
 		// this finds the key in acking, and one before shows as acked.
-		if handled && s.ackPending(lm.raw) {
+		if handled && s.sink.ackPending(lm.raw) {
 			s.acking[lm.seq] = k
 			k.acking = true
 			if s.hold && lm.seq != 0 {
@@ -392,13 +392,9 @@ func (s *laneStage) work() {
 				s.open[lm.seq] = struct{}{}
 				if s.hold && lm.seq != 0 {
 					k.held, k.heldTill = lm.seq, time.Now().Add(s.holdFor)
-					if h, ok := s.sink.(interface {
-						holdUntil(*nats.Msg) (time.Time, bool)
-					}); ok {
-						// A retry policy's backoff, or a parked message (poison.go).
-						if t, ok := h.holdUntil(lm.raw); ok {
-							k.heldTill = t.Add(s.holdFor)
-						}
+					// A retry policy's backoff, or a parked message (poison.go).
+					if t, ok := s.sink.holdUntil(lm.raw); ok {
+						k.heldTill = t.Add(s.holdFor)
 					}
 				}
 			}
@@ -417,12 +413,6 @@ func (s *laneStage) work() {
 			s.idle.Broadcast()
 		}
 	}
-}
-
-// ackPending asks the sink whether raw's double ack awaits its reply.
-func (s *laneStage) ackPending(raw *nats.Msg) bool {
-	p, ok := s.sink.(interface{ ackPending(*nats.Msg) bool })
-	return ok && p.ackPending(raw)
 }
 
 // ackSettled is told by the binding's ack pipe that the double ack of raw
