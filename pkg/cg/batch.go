@@ -228,34 +228,24 @@ func batchAckPendingProblem(o JoinOptions, consumer, stream string, cc jetstream
 
 // batchStage is the batch delivery stage (see the top of the file).
 type batchStage struct {
-	sink      deliverySink
-	numbers   *atomic.Uint64 // numbers the instance's batches, across bindings
-	o         BatchOptions
-	ackWait   time.Duration
-	holdFor   time.Duration
-	keepEvery time.Duration
+	// stageKeep: mu, the hand back flag, the new-pin barrier and the
+	// keep-alive loop (stage_keep.go).
+	stageKeep
+	numbers *atomic.Uint64 // numbers the instance's batches, across bindings
+	o       BatchOptions
+	ackWait time.Duration
 
-	mu    sync.Mutex
 	cond  *sync.Cond
 	queue []*batchItem // accepted, not yet in a batch; stream-sequence order
 	cur   []*batchItem // the batch the runner owns (admitted, unsettled)
 	// owned: the runner has taken a batch and settles it (and, when the
 	// hand back began meanwhile, the queue behind it) itself.
-	owned       bool
-	handingBack bool
-	quit        chan struct{} // closed by handBack
-	callCancel  context.CancelFunc
-	handed      bool // user code was given a batch
-	lastAcked   bool // the last batch given was acked
-	// The new-pin barrier, as the lane stage's: see lanes.go.
-	pin          string
-	barrier      bool
-	barrierAfter uint64
-	barrierWant  int
-	barrierSeen  map[uint64]struct{}
-	barrierTill  time.Time
-	lastAccept   time.Time
-	timer        *time.Timer
+	owned      bool
+	quit       chan struct{} // closed by handBack
+	callCancel context.CancelFunc
+	handed     bool // user code was given a batch
+	lastAcked  bool // the last batch given was acked
+	timer      *time.Timer
 	// hold, under a retry policy, is the stream sequence of a message the
 	// policy holds (parked, or its dead letter owed): nothing is handed to
 	// user code until its redelivery is accepted, so it is dealt with
@@ -265,9 +255,7 @@ type batchStage struct {
 	// split until the message that fails is found (isolate).
 	retry bool
 
-	runDone  chan struct{}
-	stopKeep chan struct{}
-	keepDone chan struct{}
+	runDone chan struct{}
 }
 
 type batchItem struct {
@@ -276,20 +264,17 @@ type batchItem struct {
 	at      time.Time // accepted
 	kept    time.Time // accepted or last kept alive
 	msg     *Msg
-	settled atomic.Bool // acked or nak'ed (read by keepAlive)
+	settled atomic.Bool // acked or nak'ed (read by keepDue)
 }
 
 func newBatchStage(o JoinOptions, numbers *atomic.Uint64, sink deliverySink) *batchStage {
 	s := &batchStage{
-		sink: sink, numbers: numbers, o: *o.Batch,
-		ackWait:   o.AckWait,
-		holdFor:   o.AckWait + holdMargin,
-		keepEvery: max(o.AckWait/2, 10*time.Millisecond),
-		quit:      make(chan struct{}),
-		runDone:   make(chan struct{}),
-		stopKeep:  make(chan struct{}),
-		keepDone:  make(chan struct{}),
+		numbers: numbers, o: *o.Batch,
+		ackWait: o.AckWait,
+		quit:    make(chan struct{}),
+		runDone: make(chan struct{}),
 	}
+	s.initKeep(s, sink, o.AckWait)
 	if p := sink.retryPolicy(); p != nil {
 		// The policy's bounds are the batch's: MaxDeliver calls of the
 		// whole batch, its backoff between them.
@@ -315,14 +300,7 @@ func (s *batchStage) accept(raw *nats.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	s.lastAccept = now
-	if s.barrier {
-		s.barrierSeen[seq] = struct{}{}
-		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter || len(s.barrierSeen) >= s.barrierWant {
-			s.barrier, s.barrierSeen = false, nil
-			s.cond.Broadcast()
-		}
-	}
+	s.accepted(raw, seq, now)
 	if s.handingBack && !s.owned {
 		_ = raw.Nak()
 		return
@@ -352,20 +330,8 @@ func (s *batchStage) isHandingBack() bool {
 	return s.handingBack
 }
 
-// newPin: first delivered to under pin; only the accept goroutine calls it.
-func (s *batchStage) newPin(pin string, first *nats.Msg) {
-	s.pin = pin
-	after, pending, ok := s.sink.handBackOrphans(first)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	s.barrier, s.barrierAfter = true, after
-	s.barrierWant, s.barrierSeen = pending, map[uint64]struct{}{}
-	s.barrierTill = time.Now().Add(s.holdFor)
-	s.lastAccept = time.Now()
-	s.mu.Unlock()
-}
+// barrierLifted wakes the runner (stageKeep). Under s.mu.
+func (s *batchStage) barrierLifted() { s.cond.Broadcast() }
 
 // wake has the runner look again at t.
 func (s *batchStage) wakeAt(t time.Time) {
@@ -759,44 +725,18 @@ func (s *batchStage) ackAll(items []*batchItem) error {
 	return first
 }
 
-// keepAlive sends in-progress acks for the batch in hand and the messages
-// queued behind it every keepEvery, and lifts a new pin's barrier that ran
-// out (barrierIdle, or the hold bound).
-func (s *batchStage) keepAlive() {
-	defer close(s.keepDone)
-	t := time.NewTicker(max(s.keepEvery/4, 5*time.Millisecond))
-	defer t.Stop()
-	var due []*batchItem
-	for {
-		select {
-		case <-s.stopKeep:
-			return
-		case <-t.C:
-		}
-		now := time.Now()
-		due = due[:0]
-		s.mu.Lock()
-		if s.handingBack {
-			s.mu.Unlock()
-			continue
-		}
-		if s.barrier && (now.Sub(s.lastAccept) >= barrierIdle || now.After(s.barrierTill)) {
-			s.barrier, s.barrierSeen = false, nil
-			s.cond.Broadcast()
-		}
-		for _, list := range [][]*batchItem{s.cur, s.queue} {
-			for _, q := range list {
-				if !q.settled.Load() && now.Sub(q.kept) >= s.keepEvery {
-					q.kept = now
-					due = append(due, q)
-				}
+// keepDue: the batch in hand and the messages queued behind it are kept
+// alive every keepEvery (stageKeep). Under s.mu.
+func (s *batchStage) keepDue(now time.Time, due []*nats.Msg) []*nats.Msg {
+	for _, list := range [][]*batchItem{s.cur, s.queue} {
+		for _, q := range list {
+			if !q.settled.Load() && now.Sub(q.kept) >= s.keepEvery {
+				q.kept = now
+				due = append(due, q.raw)
 			}
 		}
-		s.mu.Unlock()
-		for _, q := range due {
-			_ = s.sink.keepAlive(q.raw)
-		}
 	}
+	return due
 }
 
 // handBack: the batch in flight is abandoned (its handler's context is
@@ -828,8 +768,7 @@ func (s *batchStage) handBack() {
 func (s *batchStage) wait() bool {
 	s.handBack() // the contract has it called already; harmless again
 	<-s.runDone
-	close(s.stopKeep)
-	<-s.keepDone
+	s.stopKeeping()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.timer != nil {

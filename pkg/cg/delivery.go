@@ -55,6 +55,15 @@ type deliverySink interface {
 	// (nothing else can come ahead of later messages). ok is false when
 	// nothing was left to hand back.
 	handBackOrphans(raw *nats.Msg) (after uint64, pending int, ok bool)
+	// ackPending reports whether raw's double ack awaits its reply
+	// (Msg.DoubleAckAsync): a stage that holds keys holds raw's until it
+	// is in.
+	ackPending(raw *nats.Msg) bool
+	// holdUntil is how long a stage that holds keys holds the key of raw,
+	// which ended unacked, beyond its own bound: past the retry policy's
+	// backoff, or until it comes back when parked; false when the policy
+	// has no say (poison.go).
+	holdUntil(raw *nats.Msg) (time.Time, bool)
 
 	// The retry policy (JoinOptions.Retry), for a stage that hands several
 	// messages to one user call and so cannot leave the policy to handle

@@ -82,10 +82,8 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		m.cancel()
 		return nil, err
 	}
-	m.watcher, err = kv.Watch(m.ctx, Key(stream, group))
-	if err != nil {
-		m.cancel()
-		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
+	if err := m.watchGroup(kv); err != nil {
+		return nil, err
 	}
 	// Consumer lifecycle advisories of the work stream wake a waiting
 	// instance the moment the consumer holding its partitions goes away.
@@ -93,9 +91,7 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 	if sub, err := c.Conn().ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.*."+m.cstream+".*", es.adv); err == nil {
 		es.advisory = sub
 	}
-	m.emit(Event{Kind: EventJoined})
-	m.kind.start()
-	m.stopWith(ctx)
+	m.started(ctx, Event{Kind: EventJoined})
 	return m.joinedDynamic(ctx)(m, nil)
 }
 
@@ -142,20 +138,13 @@ func (m *elasticStrategy) runElastic() {
 			if !ok {
 				return
 			}
-			m.mu.Lock()
-			cur := m.elastic
-			m.mu.Unlock()
-			cfg, apply, done := m.elasticUpdate(e, cur)
+			apply, done := m.elasticUpdate(e, &m.elastic)
 			if done {
 				return
 			}
-			if !apply {
-				continue
+			if apply {
+				again(m.reconcile())
 			}
-			m.mu.Lock()
-			m.elastic = cfg
-			m.mu.Unlock()
-			again(m.reconcile())
 		case <-adv:
 			if m.waitingOn != "" {
 				again(m.reconcile())
@@ -371,26 +360,34 @@ func (m *elasticStrategy) clearStale(ctx context.Context, cfg ElasticConfig, wan
 }
 
 // elasticUpdate reads one update of an elastic group's stored
-// configuration as a running instance does: done when the group was
-// deleted or changed shape (the instance is stopping), apply when cfg is
-// the membership to follow now, neither for an entry to ignore.
-func (m *Member) elasticUpdate(e jetstream.KeyValueEntry, cur ElasticConfig) (cfg ElasticConfig, apply, done bool) {
+// configuration as a running instance's controller does, against the
+// configuration it follows, *cur (guarded by m.mu): done when the group
+// was deleted or changed shape (the instance is stopping); apply when the
+// update is the membership to follow now, stored in *cur; neither for an
+// entry to ignore.
+func (m *Member) elasticUpdate(e jetstream.KeyValueEntry, cur *ElasticConfig) (apply, done bool) {
 	if e == nil {
-		return cfg, false, false
+		return false, false
 	}
 	switch e.Operation() {
 	case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
 		go m.stopFor(nil, CauseGroupDeleted)
-		return cfg, false, true
+		return false, true
 	}
 	cfg, err := decodeElastic(e.Key(), e.Value())
 	if err != nil {
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: "ignoring an unusable configuration, keeping the last good one: " + err.Error()})
-		return cfg, false, false
+		return false, false
 	}
-	if !cur.SameShape(cfg) {
-		go m.stopFor(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(cur.ShapeDiff(cfg), ", ")), CauseConfigChanged)
-		return cfg, false, true
+	m.mu.Lock()
+	was := *cur
+	m.mu.Unlock()
+	if !was.SameShape(cfg) {
+		go m.stopFor(fmt.Errorf("%w: elastic group %s changed %s; these never change on a live group: delete and recreate it", ErrConfigChanged, Key(m.stream, m.group), strings.Join(was.ShapeDiff(cfg), ", ")), CauseConfigChanged)
+		return false, true
 	}
-	return cfg, true, false
+	m.mu.Lock()
+	*cur = cfg
+	m.mu.Unlock()
+	return true, false
 }

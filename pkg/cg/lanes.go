@@ -61,10 +61,6 @@ func ParseOrder(s string) (Order, error) {
 // stage queues; 4× keeps every lane fed when keys repeat (bench_test.go).
 const laneAckPendingFactor = 4
 
-// holdMargin is added to the ack wait to bound how long a key waits for the
-// redelivery of its unacked message.
-const holdMargin = time.Second
-
 // lanesDefaults applies the concurrency rules to o (withDefaults).
 func (o JoinOptions) lanesDefaults() (JoinOptions, error) {
 	if o.Concurrency < 0 {
@@ -196,47 +192,29 @@ func laneKeyFunc(o JoinOptions, keyOf func(subject string) (string, bool)) func(
 
 // laneStage is the concurrent delivery stage (see the top of the file).
 type laneStage struct {
-	sink      deliverySink
-	keyOf     func(raw *nats.Msg, seq uint64) string
-	hold      bool          // hold a key after an unacked message
-	holdFor   time.Duration // how long at most
-	keepEvery time.Duration // in-progress ack period of queued messages
+	// stageKeep: mu, the hand back flag, the new-pin barrier and the
+	// keep-alive loop (stage_keep.go); its holdFor bounds a key's hold.
+	stageKeep
+	keyOf func(raw *nats.Msg, seq uint64) string
+	hold  bool // hold a key after an unacked message
 
-	mu sync.Mutex
 	// cond wakes a worker for a ready key (one per key made ready) and
 	// every worker on a hand back or close; idle wakes wait once no call
 	// is in flight. One cond for both had every finished call wake every
 	// idle worker only for them to sleep again.
-	cond        *sync.Cond
-	idle        *sync.Cond
-	keys        map[string]*laneKey
-	ready       []*laneKey // keys that can run, in the order they became ready
-	queued      int
-	busy        int                 // calls in flight (admit + handler)
-	open        map[uint64]struct{} // handled, ended unacked, not handled again since
-	handingBack bool
-	closed      bool
+	cond   *sync.Cond
+	idle   *sync.Cond
+	keys   map[string]*laneKey
+	ready  []*laneKey // keys that can run, in the order they became ready
+	queued int
+	busy   int                 // calls in flight (admit + handler)
+	open   map[uint64]struct{} // handled, ended unacked, not handled again since
+	closed bool
 	// acking holds the keys whose handler call returned with its double
 	// ack's reply outstanding (Msg.DoubleAckAsync), by stream sequence:
 	// each stays held until the reply is in (ackSettled).
-	acking map[uint64]*laneKey
-	// pin is the pin id the stage was last delivered under; on a new one
-	// it hands back what the previous pinned instance left unacked and
-	// holds every key (barrier) until a message delivered new after that
-	// (consumer sequence above barrierAfter) shows the redeliveries are
-	// all in, or it has been delivered again every message that was
-	// pending (barrierWant, counted in barrierSeen), or nothing came for
-	// barrierIdle, or the hold bound passed.
-	pin          string
-	barrier      bool
-	barrierAfter uint64
-	barrierWant  int
-	barrierSeen  map[uint64]struct{}
-	barrierTill  time.Time
-	lastAccept   time.Time
-	workers      sync.WaitGroup
-	stopKeep     chan struct{}
-	keepDone     chan struct{}
+	acking  map[uint64]*laneKey
+	workers sync.WaitGroup
 }
 
 type laneKey struct {
@@ -257,17 +235,13 @@ type laneMsg struct {
 
 func newLaneStage(o JoinOptions, keyOf func(subject string) (string, bool), sink deliverySink) *laneStage {
 	s := &laneStage{
-		sink:      sink,
-		keyOf:     laneKeyFunc(o, keyOf),
-		hold:      o.Order != OrderNone,
-		holdFor:   o.AckWait + holdMargin,
-		keepEvery: max(o.AckWait/2, 10*time.Millisecond),
-		keys:      map[string]*laneKey{},
-		open:      map[uint64]struct{}{},
-		acking:    map[uint64]*laneKey{},
-		stopKeep:  make(chan struct{}),
-		keepDone:  make(chan struct{}),
+		keyOf:  laneKeyFunc(o, keyOf),
+		hold:   o.Order != OrderNone,
+		keys:   map[string]*laneKey{},
+		open:   map[uint64]struct{}{},
+		acking: map[uint64]*laneKey{},
 	}
+	s.initKeep(s, sink, o.AckWait)
 	s.cond = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
 	s.workers.Add(o.Concurrency)
@@ -310,18 +284,7 @@ func (s *laneStage) accept(raw *nats.Msg) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastAccept = time.Now()
-	if s.barrier {
-		s.barrierSeen[seq] = struct{}{}
-		if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > s.barrierAfter {
-			s.liftBarrier()
-		} else if len(s.barrierSeen) >= s.barrierWant {
-			// Every message that was pending is here: a window full
-			// of redeliveries, which leaves the server nothing new to
-			// send until some are acked.
-			s.liftBarrier()
-		}
-	}
+	s.accepted(raw, seq, time.Now())
 	k := s.keys[key]
 	if s.handingBack && (k == nil || !k.running && !k.acking) {
 		// After the hand back began: straight back, behind anything of
@@ -355,29 +318,8 @@ func (s *laneStage) queueDepth() int {
 	return s.queued
 }
 
-// barrierIdle is how long a new pin's barrier waits for another message
-// before it takes the redeliveries it caused to be all in.
-const barrierIdle = 300 * time.Millisecond
-
-// newPin: first delivered to under pin (only the accept goroutine calls
-// it, and only it writes s.pin).
-func (s *laneStage) newPin(pin string, first *nats.Msg) {
-	s.pin = pin
-	after, pending, ok := s.sink.handBackOrphans(first)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	s.barrier, s.barrierAfter = true, after
-	s.barrierWant, s.barrierSeen = pending, map[uint64]struct{}{}
-	s.barrierTill = time.Now().Add(s.holdFor)
-	s.lastAccept = time.Now()
-	s.mu.Unlock()
-}
-
-// liftBarrier lets every key run again. Under s.mu.
-func (s *laneStage) liftBarrier() {
-	s.barrier, s.barrierSeen = false, nil
+// barrierLifted lets every key run again (stageKeep). Under s.mu.
+func (s *laneStage) barrierLifted() {
 	for _, k := range s.keys {
 		s.markReady(k)
 	}
@@ -432,11 +374,11 @@ func (s *laneStage) work() {
 		// Asked under s.mu: an ack's reply settles the key through
 		// ackSettled, which takes s.mu, so a reply that comes after
 		// this finds the key in acking, and one before shows as acked.
-		if handled && s.ackPending(lm.raw) {
+		if handled && s.sink.ackPending(lm.raw) {
 			s.acking[lm.seq] = k
 			k.acking = true
 			if s.hold && lm.seq != 0 {
-				// Never released by keepAlive first: the pipe ends the
+				// Never released by keepDue first: the pipe ends the
 				// ack (at the latest as a timeout) within the ack wait.
 				k.held, k.heldTill = lm.seq, time.Now().Add(s.holdFor)
 			}
@@ -450,13 +392,9 @@ func (s *laneStage) work() {
 				s.open[lm.seq] = struct{}{}
 				if s.hold && lm.seq != 0 {
 					k.held, k.heldTill = lm.seq, time.Now().Add(s.holdFor)
-					if h, ok := s.sink.(interface {
-						holdUntil(*nats.Msg) (time.Time, bool)
-					}); ok {
-						// A retry policy's backoff, or a parked message (poison.go).
-						if t, ok := h.holdUntil(lm.raw); ok {
-							k.heldTill = t.Add(s.holdFor)
-						}
+					// A retry policy's backoff, or a parked message (poison.go).
+					if t, ok := s.sink.holdUntil(lm.raw); ok {
+						k.heldTill = t.Add(s.holdFor)
 					}
 				}
 			}
@@ -475,12 +413,6 @@ func (s *laneStage) work() {
 			s.idle.Broadcast()
 		}
 	}
-}
-
-// ackPending asks the sink whether raw's double ack awaits its reply.
-func (s *laneStage) ackPending(raw *nats.Msg) bool {
-	p, ok := s.sink.(interface{ ackPending(*nats.Msg) bool })
-	return ok && p.ackPending(raw)
 }
 
 // ackSettled is told by the binding's ack pipe that the double ack of raw
@@ -530,48 +462,23 @@ func (s *laneStage) nakAll(k *laneKey) {
 	k.held = 0
 }
 
-// keepAlive sends an in-progress ack for every message that has waited
-// in a queue for keepEvery, so that the server does not redeliver it
-// behind the member's back, and lets go of holds that ran out.
-func (s *laneStage) keepAlive() {
-	defer close(s.keepDone)
-	t := time.NewTicker(max(s.keepEvery/4, 5*time.Millisecond))
-	defer t.Stop()
-	var due []*nats.Msg
-	for {
-		select {
-		case <-s.stopKeep:
-			return
-		case <-t.C:
+// keepDue: every message that has waited in a queue for keepEvery is kept
+// alive, and holds that ran out are let go (stageKeep). Under s.mu.
+func (s *laneStage) keepDue(now time.Time, due []*nats.Msg) []*nats.Msg {
+	for _, k := range s.keys {
+		if k.held != 0 && !k.acking && now.After(k.heldTill) {
+			k.held = 0
+			s.markReady(k)
 		}
-		now := time.Now()
-		due = due[:0]
-		s.mu.Lock()
-		if s.handingBack {
-			s.mu.Unlock()
-			continue
-		}
-		if s.barrier && (now.Sub(s.lastAccept) >= barrierIdle || now.After(s.barrierTill)) {
-			s.liftBarrier()
-		}
-		for _, k := range s.keys {
-			if k.held != 0 && !k.acking && now.After(k.heldTill) {
-				k.held = 0
-				s.markReady(k)
+		for _, q := range k.msgs {
+			if now.Sub(q.kept) >= s.keepEvery {
+				q.kept = now
+				due = append(due, q.raw)
 			}
-			for _, q := range k.msgs {
-				if now.Sub(q.kept) >= s.keepEvery {
-					q.kept = now
-					due = append(due, q.raw)
-				}
-			}
-			s.forget(k)
 		}
-		s.mu.Unlock()
-		for _, raw := range due {
-			_ = s.sink.keepAlive(raw)
-		}
+		s.forget(k)
 	}
+	return due
 }
 
 // handBack naks, in stream-sequence order, everything queued of keys with
@@ -618,7 +525,6 @@ func (s *laneStage) wait() bool {
 	ok := len(s.open) == 0
 	s.mu.Unlock()
 	s.workers.Wait()
-	close(s.stopKeep)
-	<-s.keepDone
+	s.stopKeeping()
 	return ok
 }

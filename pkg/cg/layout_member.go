@@ -174,10 +174,8 @@ func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg health.G
 		return nil, err
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.watcher, err = sg.kv.Watch(m.ctx, Key(m.stream, m.group))
-	if err != nil {
-		m.cancel()
-		return nil, fmt.Errorf("watch group %s: %w", Key(m.stream, m.group), err)
+	if err := m.watchGroup(sg.kv); err != nil {
+		return nil, err
 	}
 	switch k {
 	case KindStatic:
@@ -194,16 +192,7 @@ func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg health.G
 	case KindElastic:
 		m.kind = &layoutElastic{Member: m, lp: lp, elastic: *ecfg, kick: make(chan struct{}, 1), ctrlDone: make(chan struct{})}
 	}
-	m.emit(Event{Kind: EventJoined})
-	if k == KindStatic {
-		if len(m.partitions) == 0 {
-			m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
-		} else {
-			m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
-		}
-	}
-	m.kind.start()
-	m.stopWith(ctx)
+	m.started(ctx, Event{Kind: EventJoined})
 	return m, nil
 }
 
@@ -385,20 +374,13 @@ func (s *layoutElastic) run() {
 			if !ok {
 				return
 			}
-			s.mu.Lock()
-			cur := s.elastic
-			s.mu.Unlock()
-			cfg, apply, done := s.elasticUpdate(e, cur)
+			apply, done := s.elasticUpdate(e, &s.elastic)
 			if done {
 				return
 			}
-			if !apply {
-				continue
+			if apply {
+				again(s.reconcile())
 			}
-			s.mu.Lock()
-			s.elastic = cfg
-			s.mu.Unlock()
-			again(s.reconcile())
 		case <-s.kick:
 			again(s.reconcile())
 		case <-retry:

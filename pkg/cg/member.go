@@ -192,6 +192,34 @@ func (m *Member) stopWith(ctx context.Context) {
 	}()
 }
 
+// watchGroup has the instance follow its group's stored configuration in
+// kv for as long as m.ctx lasts; when it cannot, m.ctx is cancelled.
+func (m *Member) watchGroup(kv jetstream.KeyValue) error {
+	var err error
+	if m.watcher, err = kv.Watch(m.ctx, Key(m.stream, m.group)); err != nil {
+		m.cancel()
+		return fmt.Errorf("watch group %s: %w", Key(m.stream, m.group), err)
+	}
+	return nil
+}
+
+// started ends a join: it reports the instance joined (and a static
+// member's first wait: standby until the server pins it, or nothing to
+// read when its member owns no partitions), starts the kind's strategy
+// and has ctx stop the instance.
+func (m *Member) started(ctx context.Context, joined Event) {
+	m.emit(joined)
+	if m.kind.name() == KindStatic {
+		if len(m.partitions) == 0 {
+			m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
+		} else {
+			m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
+		}
+	}
+	m.kind.start()
+	m.stopWith(ctx)
+}
+
 // consumerConfig is the member consumer's configuration: the reference
 // CLI's settings, so that cg and reference instances of one member create
 // identical consumers and can stand by for each other.

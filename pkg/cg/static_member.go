@@ -97,10 +97,8 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if err != nil {
 		return nil, err
 	}
-	m.watcher, err = kv.Watch(m.ctx, Key(stream, group))
-	if err != nil {
-		m.cancel()
-		return nil, fmt.Errorf("watch group %s: %w", Key(stream, group), err)
+	if err := m.watchGroup(kv); err != nil {
+		return nil, err
 	}
 	if filters := cfg.MemberFilters(member); len(filters) > 0 {
 		if err := st.bindStatic(ctx, filters); err != nil {
@@ -109,14 +107,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 			return nil, err
 		}
 	}
-	m.emit(Event{Kind: EventJoined, Reason: st.resumed})
-	if len(m.partitions) == 0 {
-		m.emit(Event{Kind: EventWaiting, Reason: "member owns no partitions"})
-	} else {
-		m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
-	}
-	m.kind.start()
-	m.stopWith(ctx)
+	m.started(ctx, Event{Kind: EventJoined, Reason: st.resumed})
 	return m, nil
 }
 
