@@ -55,6 +55,11 @@ type deliverySink interface {
 	// (nothing else can come ahead of later messages). ok is false when
 	// nothing was left to hand back.
 	handBackOrphans(raw *nats.Msg) (after uint64, pending int, ok bool)
+	// deliveredUpTo asks the server for the consumer sequence the
+	// consumer has delivered up to: a stage whose new-pin barrier has
+	// taken in nothing for a while learns whether deliveries are still on
+	// their way to it.
+	deliveredUpTo(ctx context.Context) (uint64, error)
 	// ackPending reports whether raw's double ack awaits its reply
 	// (Msg.DoubleAckAsync): a stage that holds keys holds raw's until it
 	// is in.
@@ -308,6 +313,14 @@ func (s bindingSink) retryPolicy() *RetryPolicy {
 
 // maxOrphanNaks bounds the naks handBackOrphans sends.
 const maxOrphanNaks = 20000
+
+func (s bindingSink) deliveredUpTo(ctx context.Context) (uint64, error) {
+	cons, err := s.m.c.js.Consumer(ctx, s.m.cstream, s.m.consumer)
+	if err != nil {
+		return 0, err
+	}
+	return cons.CachedInfo().Delivered.Consumer, nil
+}
 
 func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, int, bool) {
 	m := s.m

@@ -1,6 +1,7 @@
 package cg
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -20,8 +21,16 @@ import (
 // (consumer sequence above barrierAfter) shows the redeliveries are all
 // in, or it has been delivered again every message that was pending
 // (barrierWant, counted in barrierSeen: a window full of redeliveries
-// leaves the server nothing new to send until some are acked), or nothing
-// came for barrierIdle, or the hold bound (barrierTill) passed.
+// leaves the server nothing new to send until some are acked), or the
+// server has nothing more on its way here (below), or the hold bound
+// (barrierTill) passed.
+//
+// "Nothing more on its way" is judged when nothing came for barrierIdle,
+// and asked of the server, not read off the quiet: the consumer's
+// delivered sequence must not be past the last message the stage took in.
+// A process starved of CPU (or frozen) reads its socket late, so a quiet
+// of its own may hide redeliveries the server sent long ago; lifting then
+// would hand later messages of their keys to user code ahead of them.
 //
 // The keep-alive loop. A message that waits in the stage for longer than
 // the ack wait would be redelivered behind the member's back; the loop
@@ -71,6 +80,14 @@ type stageKeep struct {
 	barrierSeen  map[uint64]struct{}
 	barrierTill  time.Time
 	lastAccept   time.Time
+	// maxCseq is the highest consumer sequence the stage took in; asking
+	// says a server check of the barrier's quiet is under way.
+	maxCseq uint64
+	asking  bool
+	asked   sync.WaitGroup
+	// askCtx ends the server checks when the loop stops.
+	askCtx    context.Context
+	askCancel context.CancelFunc
 
 	stopKeep chan struct{}
 	keepDone chan struct{}
@@ -82,6 +99,7 @@ func (k *stageKeep) initKeep(stage keptStage, sink deliverySink, ackWait time.Du
 	k.holdFor = ackWait + holdMargin
 	k.keepEvery = max(ackWait/2, 10*time.Millisecond)
 	k.stopKeep, k.keepDone = make(chan struct{}), make(chan struct{})
+	k.askCtx, k.askCancel = context.WithCancel(context.Background())
 }
 
 // newPin: first delivered to under pin (only the accept goroutine calls
@@ -104,11 +122,15 @@ func (k *stageKeep) newPin(pin string, first *nats.Msg) {
 // barrier when raw shows the redeliveries are all in. Under mu.
 func (k *stageKeep) accepted(raw *nats.Msg, seq uint64, now time.Time) {
 	k.lastAccept = now
+	delivered, _, cseq, ok := ackSeqs(raw)
+	if ok {
+		k.maxCseq = max(k.maxCseq, cseq)
+	}
 	if !k.barrier {
 		return
 	}
 	k.barrierSeen[seq] = struct{}{}
-	if delivered, _, cseq, ok := ackSeqs(raw); ok && delivered == 1 && cseq > k.barrierAfter || len(k.barrierSeen) >= k.barrierWant {
+	if ok && delivered == 1 && cseq > k.barrierAfter || len(k.barrierSeen) >= k.barrierWant {
 		k.liftBarrier()
 	}
 }
@@ -137,8 +159,16 @@ func (k *stageKeep) keepAlive() {
 			k.mu.Unlock()
 			continue
 		}
-		if k.barrier && (now.Sub(k.lastAccept) >= barrierIdle || now.After(k.barrierTill)) {
+		switch {
+		case !k.barrier:
+		case now.After(k.barrierTill):
 			k.liftBarrier()
+		case now.Sub(k.lastAccept) >= barrierIdle && !k.asking:
+			// Asked on a goroutine of its own: the in-progress acks
+			// must not wait for the answer.
+			k.asking = true
+			k.asked.Add(1)
+			go k.askQuiet()
 		}
 		due = k.stage.keepDue(now, due[:0])
 		k.mu.Unlock()
@@ -148,8 +178,33 @@ func (k *stageKeep) keepAlive() {
 	}
 }
 
-// stopKeeping ends the keep-alive loop and waits for it.
+// askQuiet asks the server whether the barrier's quiet is the server's:
+// it lifts the barrier when the consumer has delivered nothing past what
+// the stage took in. Otherwise (or without an answer) the barrier holds
+// for another barrierIdle, at most until barrierTill.
+func (k *stageKeep) askQuiet() {
+	defer k.asked.Done()
+	ctx, cancel := context.WithTimeout(k.askCtx, time.Second)
+	defer cancel()
+	delivered, err := k.sink.deliveredUpTo(ctx)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.asking = false
+	if !k.barrier || k.handingBack {
+		return
+	}
+	if err == nil && delivered <= k.maxCseq {
+		k.liftBarrier()
+		return
+	}
+	k.lastAccept = time.Now()
+}
+
+// stopKeeping ends the keep-alive loop and waits for it, and for a server
+// check of the barrier under way.
 func (k *stageKeep) stopKeeping() {
 	close(k.stopKeep)
 	<-k.keepDone
+	k.askCancel()
+	k.asked.Wait()
 }
