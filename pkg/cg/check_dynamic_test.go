@@ -78,6 +78,25 @@ func TestCheckDynamicMemberGone(t *testing.T) {
 		}
 		t.Logf("kill -> check reports it %v: %s; %s", took.Round(time.Millisecond), fd.Message, fd.Hint)
 
+		// A liveness record of the operator's member op, fresh, as a
+		// --dynamic instance of it writes: check names op as running yet
+		// not dropping a (here it is not running at all, so it never
+		// will; in life its user may lack the write of the configuration).
+		kv, err := f.js.KeyValue(ctxT(t), cg.DynamicBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fake := "ORDERS.g.op.feedfacefeedface"
+		if _, err := kv.Put(ctxT(t), fake, []byte(`{"member":"op","instance":"feedfacefeedface","session_timeout":"10s","refresh":"500ms","beat":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if fd, ok := f.dynamicGone("a"); !ok || !strings.Contains(fd.Message, "dynamic instances of op run but none has dropped it") {
+			t.Fatalf("with op's fresh record, check says %q (found %v), want op named as running", fd.Message, ok)
+		}
+		if err := kv.Delete(ctxT(t), fake); err != nil {
+			t.Fatal(err)
+		}
+
 		// The remedy: any dynamic instance drops it.
 		f.mustJoin("b", "b", timeout)
 		f.waitMembers("a reaped by b", "b", "op")
