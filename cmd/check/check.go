@@ -129,6 +129,11 @@ Findings, by code (severity):
                                          consumed by no one
   parked-message (warning)               a member holds a parked poison message: its key
                                          waits until 'cg <kind> release' lets it go
+  dynamic-member-gone (warning)          elastic: a member that added itself (consume
+                                         --dynamic) has not been seen for longer than its
+                                         session timeout and is still in the group: no
+                                         running dynamic instance has dropped it (its
+                                         partitions get their own finding)
   check-failed (unknown)                 a request failed: part of a group went unchecked
 
 A live instance is one pulling from its member consumer or holding its pin.

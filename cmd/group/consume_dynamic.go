@@ -66,21 +66,48 @@ func (d *DynamicFlags) joinErr(err error) error {
 	return nil
 }
 
-// dynamicLine is info's word on dynamic membership: the members that
-// added themselves and those with liveness records, with when each was
-// last seen; "" when the group has none.
-func dynamicLine(cs *render.ColorScheme, gi health.GroupInfo, now time.Time) string {
+// memberSeen is one member's dynamic membership, as info and watch word
+// it: whether it added itself, and the server's time of its instances'
+// latest liveness write (zero: none on record).
+type memberSeen struct {
+	member   string
+	dynamic  bool
+	lastSeen time.Time
+}
+
+// seenInInfo is info's members' dynamic membership.
+func seenInInfo(gi health.GroupInfo) []memberSeen {
+	out := make([]memberSeen, len(gi.Members))
+	for i, ms := range gi.Members {
+		out[i] = memberSeen{ms.Member, ms.Dynamic, ms.LastSeen}
+	}
+	return out
+}
+
+// seenInSnapshot is a watch sample's members' dynamic membership.
+func seenInSnapshot(s health.Snapshot) []memberSeen {
+	out := make([]memberSeen, len(s.Members))
+	for i, m := range s.Members {
+		out[i] = memberSeen{m.Member, m.Dynamic, m.LastSeen}
+	}
+	return out
+}
+
+// dynamicLine is the word of info and watch on dynamic membership: the
+// members that added themselves and those with liveness records, with
+// when each was last seen; "" when the group has none.
+func dynamicLine(cs *render.ColorScheme, members []memberSeen, now time.Time) string {
 	var parts []string
-	for _, ms := range gi.Members {
-		if !ms.Dynamic && ms.LastSeen.IsZero() {
+	for _, ms := range members {
+		if !ms.dynamic && ms.lastSeen.IsZero() {
 			continue
 		}
-		s := cs.Member(ms.Member)
-		if !ms.Dynamic {
+		s := cs.Member(ms.member)
+		if !ms.dynamic {
 			s += " (operator's)"
 		}
-		if !ms.LastSeen.IsZero() {
-			s += fmt.Sprintf(" seen %s ago", max(now.Sub(ms.LastSeen), 0).Round(100*time.Millisecond))
+		if !ms.lastSeen.IsZero() {
+			s += fmt.Sprintf(" seen %s ago", max(now.Sub(ms.lastSeen), 0).Round(100*time.Millisecond))
 		} else {
 			s += " no instance seen"
 		}

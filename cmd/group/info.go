@@ -83,7 +83,7 @@ func infoRun(ctx context.Context, o *InfoOptions) error {
 	if hasPoison(poison) {
 		kv.Add("Poison", poisonLine(cs, poison))
 	}
-	if line := dynamicLine(cs, gi, o.Now()); line != "" {
+	if line := dynamicLine(cs, seenInInfo(gi), o.Now()); line != "" {
 		kv.Add("Dynamic", line)
 	}
 	if err := kv.Render(); err != nil {

@@ -26,6 +26,7 @@ type PermissionsOptions struct {
 	InboxPrefix   string
 	Layout        string
 	Partitions    int
+	Dynamic       bool
 }
 
 // NewCmdPermissions builds `cg <kind> permissions <stream> <group>`.
@@ -39,11 +40,15 @@ func NewCmdPermissions(f *factory.Factory, k cg.Kind) *cobra.Command {
 			"  member    join, pull, ack, step down and stand by as member --member, and nothing else\n" +
 			"  operator  create, change and delete the group" + map[cg.Kind]string{cg.KindElastic: " and its work stream"}[k] + ", and what the viewer reads\n" +
 			"  viewer    info, watch and check, read only\n" +
+			map[cg.Kind]string{cg.KindElastic: "--dynamic adds what a member run with 'consume --dynamic' writes: the group's configuration\n" +
+				"(it adds and drops itself, and drops members gone for their session timeout) and the group's\n" +
+				"dynamic membership records.\n"}[k] +
 			"--format conf prints a permissions block to paste into a user of nats-server's configuration;\n" +
 			"json (also --json) prints the lists for JWT tooling such as nsc. See docs/security.md.",
 		Example: fmt.Sprintf("  cg %[1]s permissions ORDERS fulfillment --member m1\n"+
 			"  cg %[1]s permissions ORDERS fulfillment --role operator --member m1,m2\n"+
-			"  cg %[1]s permissions ORDERS fulfillment --role viewer --format json", k),
+			"  cg %[1]s permissions ORDERS fulfillment --role viewer --format json", k) +
+			map[cg.Kind]string{cg.KindElastic: "\n  cg elastic permissions ORDERS fulfillment --member \"$POD_NAME\" --dynamic"}[k],
 		Args: cmdutil.Args("stream", "group"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Stream, opts.Group = args[0], args[1]
@@ -58,6 +63,11 @@ func NewCmdPermissions(f *factory.Factory, k cg.Kind) *cobra.Command {
 	fl.StringVar(&opts.InboxPrefix, "inbox-prefix", "_INBOX", "the user's reply inbox prefix (a per-user prefix keeps replies private)")
 	fl.StringVar(&opts.Layout, "layout", "member", "the group's layout: member or partition (one consumer per partition, <group>-p<k>)")
 	fl.IntVar(&opts.Partitions, "partitions", 0, "with --layout partition: the group's partition count, to name each partition consumer (0: rights cover every consumer of the stream)")
+	fl.BoolVar(&opts.Dynamic, "dynamic", false, "with --role member: the member runs with 'consume --dynamic' (adds and drops itself, and drops members gone for their session timeout)")
+	if k != cg.KindElastic {
+		// Bound only to be refused in words rather than as an unknown flag.
+		_ = fl.MarkHidden("dynamic")
+	}
 	return cmd
 }
 
@@ -76,6 +86,12 @@ func permissionsRun(cmd *cobra.Command, o *PermissionsOptions) error {
 	if role == cg.RoleMember && len(o.Members) != 1 {
 		return cmdutil.UsageErrorf("--role member needs exactly one --member M: the member the user consumes as")
 	}
+	if o.Dynamic && o.Kind != cg.KindElastic {
+		return cmdutil.UsageErrorf("--dynamic: %s group %s has a fixed membership; only an elastic group's members add and drop themselves", o.Kind, o.Group)
+	}
+	if o.Dynamic && role != cg.RoleMember {
+		return cmdutil.UsageErrorf("--dynamic goes with --role member: it adds to a member's rights what 'consume --dynamic' writes")
+	}
 	if o.DeadLetter != "" && role != cg.RoleMember {
 		return cmdutil.UsageErrorf("--dead-letter goes with --role member: members publish dead letters")
 	}
@@ -88,7 +104,7 @@ func permissionsRun(cmd *cobra.Command, o *PermissionsOptions) error {
 	}
 	set, err := cg.Permissions(o.Kind, o.Stream, o.Group, cg.PermissionOptions{
 		Role: role, Members: o.Members, DeadLetter: o.DeadLetter, InboxPrefix: o.InboxPrefix, Domain: o.F.Conn.JSDomain,
-		Layout: layout, Partitions: o.Partitions,
+		Layout: layout, Partitions: o.Partitions, Dynamic: o.Dynamic,
 	})
 	if err != nil {
 		return cmdutil.NewUsageError(err)
@@ -106,6 +122,9 @@ func permissionsLine(cmd *cobra.Command, o *PermissionsOptions) string {
 	parts := []string{"cg", string(o.Kind), "permissions", o.Stream, o.Group, "--role", o.Role}
 	if len(o.Members) > 0 {
 		parts = append(parts, "--member", strings.Join(o.Members, ","))
+	}
+	if o.Dynamic {
+		parts = append(parts, "--dynamic")
 	}
 	if o.DeadLetter != "" {
 		parts = append(parts, "--dead-letter", o.DeadLetter)

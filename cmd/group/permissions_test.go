@@ -408,7 +408,11 @@ func TestPermissionsElastic(t *testing.T) {
 // the json holds.
 func TestPermissionsConfParses(t *testing.T) {
 	for _, k := range []string{"static", "elastic"} {
-		for _, role := range [][]string{{"--member", "m1", "--dead-letter", "dl.orders"}, {"--role", "operator"}, {"--role", "viewer", "--member", "m1,m2"}} {
+		roles := [][]string{{"--member", "m1", "--dead-letter", "dl.orders"}, {"--role", "operator"}, {"--role", "viewer", "--member", "m1,m2"}}
+		if k == "elastic" {
+			roles = append(roles, []string{"--member", "m1", "--dynamic"})
+		}
+		for _, role := range roles {
 			args := append([]string{k, "permissions", "ORDERS", "g"}, role...)
 			r := clitest.Run(t, cmd.Run, clitest.Env(), args...)
 			if r.Code != 0 {
@@ -461,12 +465,34 @@ func TestPermissionsNarrow(t *testing.T) {
 	if !slices.Contains(e1.Publish.Allow, "dl.orders") {
 		t.Errorf("--dead-letter not granted: %v", e1.Publish.Allow)
 	}
+	// --dynamic adds writes of this group's configuration and dynamic
+	// records, and of nothing else.
+	d1 := permsJSON(t, "elastic", "permissions", "ORDERS", "g", "--member", "m1", "--dynamic")
+	var added []string
+	for _, s := range d1.Publish.Allow {
+		if !slices.Contains(e1.Publish.Allow, s) {
+			added = append(added, s)
+		}
+	}
+	for _, s := range added {
+		if !strings.Contains(s, "cg-dynamic-members") && s != "$KV.elastic-consumer-groups.ORDERS.g" {
+			t.Errorf("--dynamic adds %s", s)
+		}
+		if strings.Contains(s, "g2") || (strings.HasPrefix(s, "$KV.") && !strings.Contains(s, "ORDERS.g")) {
+			t.Errorf("--dynamic reaches beyond group g: %s", s)
+		}
+	}
+	if !slices.Contains(added, "$KV.cg-dynamic-members.ORDERS.g.>") || !slices.Contains(added, "$KV.elastic-consumer-groups.ORDERS.g") {
+		t.Errorf("--dynamic adds %v: not the group's configuration and dynamic records", added)
+	}
 	for _, bad := range [][]string{
 		{"static", "permissions", "ORDERS", "g"},
 		{"static", "permissions", "ORDERS", "g", "--role", "boss"},
 		{"static", "permissions", "ORDERS", "g", "--member", "m1", "--format", "yaml"},
 		{"elastic", "permissions", "ORDERS", "g", "--role", "viewer", "--dead-letter", "dl"},
 		{"elastic", "permissions", "ORDERS", "g", "--member", "a.b"},
+		{"elastic", "permissions", "ORDERS", "g", "--role", "viewer", "--dynamic"},
+		{"static", "permissions", "ORDERS", "g", "--member", "m1", "--dynamic"},
 	} {
 		r := clitest.Run(t, cmd.Run, clitest.Env(), bad...)
 		if r.Code != 2 || len(clitest.ErrorLines(r.Err)) != 1 || r.Out != "" {

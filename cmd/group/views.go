@@ -223,6 +223,11 @@ type MemberSnapshotView struct {
 	// DeadLettered and Parked: as in info --json.
 	DeadLettered uint64       `json:"dead_lettered,omitempty"`
 	Parked       []ParkedView `json:"parked,omitempty"`
+	// Dynamic and LastSeen: as in info --json (watch's instances counts
+	// the waiting pull requests, so info's count of liveness records is
+	// not repeated here).
+	Dynamic  bool      `json:"dynamic,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // PartitionSampleView is one partition in a watch --json line; the lag's
@@ -265,6 +270,7 @@ func snapshotView(s health.Snapshot) SnapshotView {
 			v.Members[i] = MemberSnapshotView{
 				Member: m.Member, Partitions: m.Partitions, Status: string(m.Status), Live: m.Live,
 				Instances: m.Instances, Standbys: m.Standbys, PinID: m.PinID, PinnedSince: m.PinnedSince, AckRate: m.AckRate,
+				Dynamic: m.Dynamic, LastSeen: m.LastSeen,
 			}
 			if m.Lag != nil {
 				l := lagView(*m.Lag)

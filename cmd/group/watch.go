@@ -156,6 +156,9 @@ func renderSnapshot(w io.Writer, cs *render.ColorScheme, s health.Snapshot, ever
 	if s.LagError != "" {
 		fmt.Fprintln(w, cs.Yellow(s.LagError))
 	}
+	if line := dynamicLine(cs, seenInSnapshot(s), s.Time); line != "" {
+		fmt.Fprintln(w, "Dynamic: "+line)
+	}
 	fmt.Fprintln(w)
 
 	t := render.NewTable(w, "MEMBER", "STATUS", "INSTANCES", "PINNED", "STANDBYS", "PARTITIONS", "PENDING", "OLDEST", "ACKS/S")

@@ -86,5 +86,24 @@ func goldenSnapshots() map[string]health.Snapshot {
 		}
 		elastic.Partitions = append(elastic.Partitions, ps)
 	}
-	return map[string]health.Snapshot{"static": static, "elastic": elastic}
+	// Dynamic membership: m1 added itself and was seen 1.2 s ago, m2 is
+	// an operator's member with a running --dynamic instance, m3 added
+	// itself and has no liveness record left.
+	dynamic := health.Snapshot{Seq: 2, Time: at, Kind: "elastic", Stream: "EVENTS", Group: "d", Pending: 0,
+		Statuses: map[health.PartitionStatus]int{health.StatusOK: 2, health.StatusUnowned: 1},
+		Members: []health.MemberSnapshot{
+			{Member: "m1", Partitions: []int{0}, Status: health.StatusOK, Live: true, Instances: 1, PinID: "abcdefghijkl", PinnedSince: at.Add(-time.Minute),
+				Dynamic: true, LastSeen: at.Add(-1200 * time.Millisecond)},
+			{Member: "m2", Partitions: []int{1}, Status: health.StatusOK, Live: true, Instances: 1, PinID: "mnopqrstuvwx", PinnedSince: at.Add(-time.Minute),
+				LastSeen: at.Add(-300 * time.Millisecond)},
+			{Member: "m3", Partitions: []int{2}, Status: health.StatusUnowned, Dynamic: true},
+		}}
+	for p, m := range []string{"m1", "m2", "m3"} {
+		ps := health.PartitionSnapshot{Partition: p, Owner: m, Status: health.StatusOK, Known: true}
+		if m == "m3" {
+			ps.Status = health.StatusUnowned
+		}
+		dynamic.Partitions = append(dynamic.Partitions, ps)
+	}
+	return map[string]health.Snapshot{"static": static, "elastic": elastic, "dynamic": dynamic}
 }

@@ -66,6 +66,9 @@ type Event struct {
 	// Resumed is true on the "ready" of a connection that resumed from
 	// Last-Event-ID (no snapshot was sent).
 	Resumed bool `json:"resumed,omitempty"`
+	// Dynamic: the member of a member_added or member_removed event is
+	// one that adds and drops itself (elastic consume --dynamic).
+	Dynamic bool `json:"dynamic,omitempty"`
 }
 
 // Move is one partition changing owner ("" for none).
@@ -106,6 +109,12 @@ type MemberState struct {
 	Pending  uint64   `json:"pending"`
 	AckRate  *float64 `json:"ack_rate,omitempty"`
 	PinID    string   `json:"pin_id,omitempty"`
+	// Dynamic: the member added itself and is dropped when all its
+	// instances are gone. LastSeen is the server's time of its instances'
+	// latest liveness write (also for an operator's member running
+	// --dynamic instances); absent when none is on record.
+	Dynamic  bool      `json:"dynamic,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // Instance is one running instance of a member, as the server shows it:

@@ -408,6 +408,11 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 		if !had[m.Name] {
 			e := ev(TypeMemberAdded, m.Name)
 			e.Partitions = m.Partitions
+			if m.Dynamic {
+				// Its mark is written before the add, so the first
+				// sample with the member has it.
+				e.Dynamic, e.Reason = true, "added itself: a dynamic member's instance started"
+			}
 			s.emitLocked(e)
 		}
 	}
@@ -415,6 +420,11 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 		if !has[m.Name] {
 			e := ev(TypeMemberRemoved, m.Name)
 			e.PrevPinID = m.PinID
+			if m.Dynamic {
+				// The sample cannot tell which: its mark goes with it
+				// either way.
+				e.Dynamic, e.Reason = true, "a dynamic member, dropped: its last instance stopped, it gave no sign of life for its session timeout, or it was dropped by hand"
+			}
 			s.emitLocked(e)
 			delete(t.pin, m.Name)
 			delete(t.unpinWhy, m.Name)
@@ -555,6 +565,7 @@ func buildState(gi health.GroupInfo, snap health.Snapshot, readOnly bool) *Group
 		ms := MemberState{
 			Name: m.Member, Color: MemberColor(m.Member), Partitions: m.Partitions, Instances: []Instance{},
 			Live: m.Live, Consumer: consumer[m.Member], Status: string(m.Status), AckRate: m.AckRate, PinID: m.PinID,
+			Dynamic: m.Dynamic, LastSeen: m.LastSeen,
 		}
 		if ms.Partitions == nil {
 			ms.Partitions = []int{}

@@ -46,6 +46,9 @@ func Remedy(r *health.Remedy, fallback string) string {
 		return fmt.Sprintf("delete the group ('cg elastic delete %s %s --force', which keeps the stream) and create it under another name, or remove the stream if it is not needed and re-run the group's create", r.Stream, r.Group)
 	case health.RemedyRepairWorkStreamSettings:
 		return fmt.Sprintf("re-run the group's create ('cg elastic create %s %s %d ...' with its filters and caps): it repairs them in place", r.Stream, r.Group, r.MaxMembers)
+	case cg.RemedyStartDynamicOrDrop:
+		return fmt.Sprintf("start a dynamic instance of any member ('cg elastic consume %s %s <member> --dynamic'), which drops %s and hands its partitions to the running members, or drop it: cg elastic drop %s %s %s",
+			r.Stream, r.Group, r.Member, r.Stream, r.Group, r.Member)
 	case cg.RemedyReleaseParked:
 		return fmt.Sprintf("fix what makes the handler fail, then retry the parked messages with 'cg %s release %s %s %s', or dead-letter them with 'cg %s release %s %s %s --skip'",
 			r.Kind, r.Stream, r.Group, r.Member, r.Kind, r.Stream, r.Group, r.Member)

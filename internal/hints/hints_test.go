@@ -39,6 +39,7 @@ func TestRemedyWordsTheCLI(t *testing.T) {
 		{in(health.RemedyRepairWorkStreamSettings), "re-run the group's create ('cg elastic create S g 4 ...' with its filters and caps): it repairs them in place"},
 		{upgrade, fmt.Sprintf("upgrade the server to %d.%d or later; on 2.11, delete the group and create it again naming the wildcards to hash (elastic: --filter 'orders.*:1'; static: a stream transform {{partition(N,1)}}), since the same create fails on this server", cg.MinWholeSubjectPartition.Major, cg.MinWholeSubjectPartition.Minor)},
 		{in(cg.RemedyReleaseParked), "fix what makes the handler fail, then retry the parked messages with 'cg elastic release S g m1', or dead-letter them with 'cg elastic release S g m1 --skip'"},
+		{in(cg.RemedyStartDynamicOrDrop), "start a dynamic instance of any member ('cg elastic consume S g <member> --dynamic'), which drops m1 and hands its partitions to the running members, or drop it: cg elastic drop S g m1"},
 		{nil, "engine"},
 		{&health.Remedy{Code: "unknown"}, "engine"},
 	} {

@@ -1,6 +1,7 @@
 package hints
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/cg-dev/cg/pkg/cg"
@@ -37,6 +38,13 @@ func Permission(server string, s PermissionScope) string {
 	}
 	for _, k := range kinds {
 		roles := cg.RolesAllowing(k, s.Stream, s.Group, s.Member, pe.Subject, pe.Publish, cg.PermissionOptions{Domain: s.Domain})
+		// A right only a dynamic member has: the member was started with
+		// --dynamic, and its role is the member's with --dynamic.
+		dynamic := false
+		if k == cg.KindElastic && s.Member != "" && !slices.Contains(roles, cg.RoleMember) &&
+			slices.Contains(cg.RolesAllowing(k, s.Stream, s.Group, s.Member, pe.Subject, pe.Publish, cg.PermissionOptions{Domain: s.Domain, Dynamic: true}), cg.RoleMember) {
+			roles, dynamic = append([]cg.Role{cg.RoleMember}, roles...), true
+		}
 		if len(roles) == 0 {
 			continue
 		}
@@ -44,12 +52,18 @@ func Permission(server string, s PermissionScope) string {
 		line := "cg " + string(k) + " permissions " + s.Stream + " " + s.Group + " --role " + string(r)
 		if r == cg.RoleMember {
 			line += " --member " + s.Member
+			if dynamic {
+				line += " --dynamic"
+			}
 		}
 		names := make([]string, len(roles))
 		for i, x := range roles {
 			names[i] = string(x)
 			if x == cg.RoleMember {
 				names[i] += " (for " + s.Member + ")"
+				if dynamic {
+					names[i] = string(x) + " (for " + s.Member + ", with --dynamic)"
+				}
 			}
 		}
 		return msg + "; roles that have it: " + strings.Join(names, ", ") + " of " + string(k) + " group " + s.Group + " on " + s.Stream +

@@ -25,6 +25,12 @@ func TestPermissionNamesTheRole(t *testing.T) {
 		{`Permissions Violation for Publish to "$KV.static-consumer-groups.ORDERS.g2"`,
 			PermissionScope{Kind: cg.KindStatic, Stream: "ORDERS", Group: "g", Member: "m1"},
 			[]string{"no role of group g on ORDERS has it"}},
+		{`Permissions Violation for Publish to "$KV.elastic-consumer-groups.ORDERS.g"`,
+			PermissionScope{Kind: cg.KindElastic, Stream: "ORDERS", Group: "g", Member: "m1"},
+			[]string{"roles that have it: member (for m1, with --dynamic), operator of elastic group g", "'cg elastic permissions ORDERS g --role member --member m1 --dynamic'"}},
+		{`Permissions Violation for Publish to "$JS.API.STREAM.INFO.KV_cg-dynamic-members"`,
+			PermissionScope{Kind: cg.KindElastic, Stream: "ORDERS", Group: "g", Member: "m1"},
+			[]string{"roles that have it: member (for m1, with --dynamic), operator, viewer"}},
 		{`Permissions Violation for Publish to "$JS.API.INFO"`, PermissionScope{},
 			[]string{"may not publish to $JS.API.INFO", "cg static|elastic permissions"}},
 	} {

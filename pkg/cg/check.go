@@ -53,8 +53,9 @@ func (s CheckScope) kinds() []Kind {
 // Check looks for what keeps groups from consuming: the server's version,
 // missing streams, invalid stored configurations, partitions nobody
 // serves, members with no live instance, member consumers and stream
-// transforms that drifted from the configuration, and leftover consumers.
-// It changes nothing. Problems are findings in the report; the error is
+// transforms that drifted from the configuration, leftover consumers, and
+// dynamic members gone past their session timeout with nobody to drop
+// them. It changes nothing. Problems are findings in the report; the error is
 // for a check that could not run at all (no connection, the buckets could
 // not be read, a bad scope).
 func (c *Client) Check(ctx context.Context, scope CheckScope) (health.CheckReport, error) {
@@ -418,6 +419,7 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []health.Fin
 	}
 	if cfg.LayoutOf() == LayoutPartition {
 		out = append(out, r.checkLayout(t, cfg, wsName, cons, func(m string) string { return m })...)
+		out = append(out, r.dynamicFindings(ctx, t, cfg)...)
 		for _, name := range sortedKeys(cons) {
 			if !cfg.IsMember(name) && !isPartitionConsumerOf(name, t.group, cfg.MaxMembers) {
 				out = append(out, leftover(t, cons[name], wsName))
@@ -427,6 +429,7 @@ func (r *checkRun) checkElastic(ctx context.Context, t checkTarget) []health.Fin
 	}
 	out = append(out, slowPathFindings(t, ws.info, cons, func(m string) string { return m }, cfg.MemberNames())...)
 	out = append(out, r.checkMembers(ctx, t, cfg, ws, cons, func(m string) string { return m })...)
+	out = append(out, r.dynamicFindings(ctx, t, cfg)...)
 	for _, name := range sortedKeys(cons) {
 		if !cfg.IsMember(name) {
 			out = append(out, leftover(t, cons[name], wsName))

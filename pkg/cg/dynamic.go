@@ -743,44 +743,80 @@ func (c *Client) deleteDynamic(ctx context.Context, stream, group string) {
 	}
 }
 
-// fillDynamic marks gi's dynamic members and when each was last seen,
-// from the group's records in DynamicBucket (none without the bucket).
-func (c *Client) fillDynamic(ctx context.Context, gi *health.GroupInfo) {
+// dynamicSeen is what DynamicBucket holds of one member of a group, by
+// the server's clock.
+type dynamicSeen struct {
+	// dynamic: its mark is there (it added itself); marked is when the
+	// mark was written.
+	dynamic bool
+	marked  time.Time
+	// timeout is the longest session timeout its mark and records
+	// declare, 0 when none could be read.
+	timeout time.Duration
+	// lastSeen is the latest write of any of its liveness records,
+	// instances how many records it has.
+	lastSeen  time.Time
+	instances int
+}
+
+// readDynamic reads a group's marks and liveness records in
+// DynamicBucket, by member token. The bucket missing or unreadable gives
+// none: no member of the group has ever joined dynamically, or this user
+// may not read it.
+func (c *Client) readDynamic(ctx context.Context, stream, group string) map[string]*dynamicSeen {
 	kv, err := c.js.KeyValue(ctx, DynamicBucket)
 	if err != nil {
-		return
+		return nil
 	}
-	prefix := dynamicPrefix(gi.Stream, gi.Group) + "."
+	prefix := dynamicPrefix(stream, group) + "."
 	lister, err := kv.ListKeysFiltered(ctx, prefix+">")
 	if err != nil {
-		return
+		return nil
 	}
 	var keys []string
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
-	byTok := map[string]int{}
-	for i, ms := range gi.Members {
-		byTok[dynamicToken(ms.Member)] = i
-	}
+	out := map[string]*dynamicSeen{}
 	for _, k := range keys {
 		tok, inst, _ := strings.Cut(strings.TrimPrefix(k, prefix), ".")
-		i, ok := byTok[tok]
-		if !ok {
-			continue
-		}
-		ms := &gi.Members[i]
-		if inst == "" {
-			ms.Dynamic = true
-			continue
-		}
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			continue
 		}
-		ms.Instances++
-		if e.Created().After(ms.LastSeen) {
-			ms.LastSeen = e.Created()
+		ds := out[tok]
+		if ds == nil {
+			ds = &dynamicSeen{}
+			out[tok] = ds
+		}
+		var declared struct {
+			SessionTimeout string `json:"session_timeout"`
+		}
+		if json.Unmarshal(e.Value(), &declared) == nil {
+			if t, err := time.ParseDuration(declared.SessionTimeout); err == nil {
+				ds.timeout = max(ds.timeout, t)
+			}
+		}
+		if inst == "" {
+			ds.dynamic, ds.marked = true, e.Created()
+			continue
+		}
+		ds.instances++
+		if e.Created().After(ds.lastSeen) {
+			ds.lastSeen = e.Created()
+		}
+	}
+	return out
+}
+
+// fillDynamic marks gi's dynamic members and when each was last seen,
+// from the group's records in DynamicBucket (none without the bucket).
+func (c *Client) fillDynamic(ctx context.Context, gi *health.GroupInfo) {
+	seen := c.readDynamic(ctx, gi.Stream, gi.Group)
+	for i := range gi.Members {
+		ms := &gi.Members[i]
+		if ds := seen[dynamicToken(ms.Member)]; ds != nil {
+			ms.Dynamic, ms.LastSeen, ms.Instances = ds.dynamic, ds.lastSeen, ds.instances
 		}
 	}
 }

@@ -71,6 +71,12 @@ type PermissionOptions struct {
 	// stream the consumers live on.
 	Layout     Layout
 	Partitions int
+	// Dynamic, for an elastic group's RoleMember: the member runs with
+	// dynamic membership (JoinOptions.Dynamic), so it also writes the
+	// group's configuration (its own add and drop, and dropping members
+	// gone for their session timeout) and the group's records in
+	// DynamicBucket.
+	Dynamic bool
 }
 
 // PermissionEntry is one subject a role needs, and why.
@@ -157,6 +163,14 @@ func Permissions(k Kind, stream, group string, o PermissionOptions) (PermissionS
 	if o.Role == RoleMember && len(o.Members) != 1 {
 		return PermissionSet{}, fmt.Errorf("%w: the member role is for one member: name it", ErrMemberNotFound)
 	}
+	if o.Dynamic {
+		if o.Role != RoleMember {
+			return PermissionSet{}, errors.New("the dynamic option is for the member role: it adds what a member run with dynamic membership writes")
+		}
+		if k != KindElastic {
+			return PermissionSet{}, fmt.Errorf("%s group %q has a fixed membership; only an elastic group's members can add and drop themselves", k, group)
+		}
+	}
 	if o.DeadLetter != "" {
 		if o.Role != RoleMember {
 			return PermissionSet{}, errors.New("a dead-letter subject is published to by members only")
@@ -201,6 +215,9 @@ func Permissions(k Kind, stream, group string, o PermissionOptions) (PermissionS
 	switch o.Role {
 	case RoleMember:
 		p.member(o.Members[0])
+		if o.Dynamic {
+			p.dynamicMember()
+		}
 	case RoleOperator:
 		p.viewer()
 		p.operator()
@@ -340,8 +357,8 @@ func (p permCtx) viewer() {
 	p.kvWatch(PoisonBucket, gp+".>", "the group's parked messages and counters")
 	if p.k == KindElastic {
 		dp := dynamicPrefix(p.stream, p.group) + ".>"
-		p.b.pub(api+".STREAM.INFO.KV_"+DynamicBucket, "info: open the bucket "+DynamicBucket+" of dynamic members and their liveness records")
-		p.b.pub(api+".DIRECT.GET.KV_"+DynamicBucket+".$KV."+DynamicBucket+"."+dp, "info: read the group's dynamic members and when each was last seen")
+		p.b.pub(api+".STREAM.INFO.KV_"+DynamicBucket, "info, watch, check: open the bucket "+DynamicBucket+" of dynamic members and their liveness records (check: the server's time)")
+		p.b.pub(api+".DIRECT.GET.KV_"+DynamicBucket+".$KV."+DynamicBucket+"."+dp, "info, watch, check: read the group's dynamic members and when each was last seen")
 		p.kvWatch(DynamicBucket, dp, "the group's dynamic members (listing their keys)")
 	}
 	cons, narrow := p.consumers()
@@ -401,6 +418,26 @@ func (p permCtx) operator() {
 	}
 }
 
+// dynamicMember is what dynamic membership adds to a member's list: it
+// marks itself and keeps a liveness record, adds itself to the group and
+// drops itself on the clean stop of its last instance, and with the
+// group's other dynamic instances drops the members gone for their
+// session timeout (reading their records just before) and tidies their
+// records away.
+func (p permCtx) dynamicMember() {
+	api := p.api
+	dp := dynamicPrefix(p.stream, p.group) + ".>"
+	p.b.pub(api+".STREAM.INFO.KV_"+DynamicBucket, "dynamic: open the bucket "+DynamicBucket+" of dynamic members and their liveness records")
+	p.b.pub(api+".STREAM.CREATE.KV_"+DynamicBucket, "dynamic: the first dynamic join (of any group) makes the bucket "+DynamicBucket)
+	p.b.pub(api+".DIRECT.GET.KV_"+DynamicBucket+".$KV."+DynamicBucket+"."+dp,
+		"dynamic: read its own mark at start, and the latest write of a gone member's records just before dropping it (this group's keys only)")
+	p.kvWatch(DynamicBucket, dp, "the group's dynamic members and liveness records (judging who is gone; on stop, its own member's other instances)")
+	p.kvWrite(DynamicBucket, dp, "this group's dynamic records: its own mark and liveness record, and a gone member's once it is dropped")
+	p.kvWrite(p.bucket, p.key, "the group's configuration: adding itself, dropping itself on its last clean stop, dropping members gone for their session timeout")
+	p.b.set.Notes = append(p.b.set.Notes, "a dynamic member writes the group's configuration and every dynamic record of the group: "+
+		"it drops members gone for their session timeout, which names cannot single out, so it could change the membership in any way")
+}
+
 // permName refuses a name that cannot be a subject token.
 func permName(what, name string) error {
 	if name == "" || strings.ContainsAny(name, ".*> \t\r\n") {
@@ -433,7 +470,7 @@ func SubjectMatches(pattern, subject string) bool {
 
 // RolesAllowing lists the roles of the group whose permissions cover
 // subject (publish or subscribe), for member when the member role is
-// asked about ("" for none).
+// asked about ("" for none). o.Dynamic applies to the member role alone.
 func RolesAllowing(k Kind, stream, group, member, subject string, publish bool, o PermissionOptions) []Role {
 	var out []Role
 	for _, r := range Roles() {
@@ -444,6 +481,8 @@ func RolesAllowing(k Kind, stream, group, member, subject string, publish bool, 
 				continue
 			}
 			oo.Members = []string{member}
+		} else {
+			oo.Dynamic = false
 		}
 		set, err := Permissions(k, stream, group, oo)
 		if err != nil {

@@ -2,7 +2,8 @@
 // group it hears of. No framework, no build step, nothing fetched from
 // elsewhere: it works offline. Every name is text in the DOM, and the
 // elements carry data attributes (data-stream, data-group, data-partition,
-// data-owner, data-member, data-instance, data-pin-id) for tests and tools.
+// data-owner, data-member, data-instance, data-pin-id, data-dynamic,
+// data-last-seen) for tests and tools.
 "use strict";
 
 (function () {
@@ -73,6 +74,18 @@
     if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
     if (ms < 3600000) return Math.floor(ms / 60000) + "m" + String(Math.floor((ms % 60000) / 1000)).padStart(2, "0") + "s";
     return Math.floor(ms / 3600000) + "h" + String(Math.floor((ms % 3600000) / 60000)).padStart(2, "0") + "m";
+  }
+
+  // seen words when a member's instances last wrote their liveness
+  // record, as info does: the members that added themselves, and the
+  // operator's members that run dynamic instances.
+  function seen(m) {
+    if (m.last_seen) {
+      return el("span", { class: "seen muted", "data-last-seen": m.last_seen, title: "last liveness write " + m.last_seen },
+        " · seen " + ago(m.last_seen) + " ago");
+    }
+    if (m.dynamic) return el("span", { class: "seen muted", "data-last-seen": "" }, " · no instance seen");
+    return null;
   }
 
   function ranges(ps) {
@@ -229,10 +242,13 @@
         kind === "elastic" ? el("button", { type: "button", "data-action": "drop", "data-member": m.name }, "drop") : null,
         kind === "elastic" ? el("button", { type: "button", "data-action": "mapping-delete", "data-member": m.name }, "delete mapping") : null,
       );
-      return el("div", { class: "member", "data-member": m.name, "data-live": m.live ? "true" : "false", "data-pin-id": m.pin_id || "", style: "--c:" + (m.color || "#9aa0a6") },
+      return el("div", { class: "member", "data-member": m.name, "data-live": m.live ? "true" : "false", "data-pin-id": m.pin_id || "",
+        "data-dynamic": m.dynamic ? "true" : "false", style: "--c:" + (m.color || "#9aa0a6") },
         el("div", { class: "mhead" },
           el("span", { class: "swatch" }),
           el("strong", { class: "mname" }, m.name),
+          m.dynamic ? el("span", { class: "badge dynamic", "data-dynamic": "", title: "added itself; dropped once all its instances are gone" }, "dynamic") : null,
+          seen(m),
           el("span", { class: "parts", "data-partitions": ranges(m.partitions) }, " partitions " + ranges(m.partitions)),
           el("span", { class: "muted" }, " · " + (m.instances || []).length + " instance" + ((m.instances || []).length === 1 ? "" : "s")),
           m.status ? el("span", { class: "mstatus", "data-status": m.status }, " " + m.status) : null,
@@ -316,6 +332,7 @@
     const li = el("li", {
       class: "tl " + ev.type, "data-type": ev.type, "data-stream": ev.stream || "", "data-group": ev.group || "",
       "data-member": ev.member || "", "data-pin-id": ev.pin_id || "", "data-prev-pin-id": ev.prev_pin_id || "", "data-event-id": ev._id || "",
+      "data-dynamic": ev.dynamic ? "true" : null,
     },
     el("time", { datetime: ev.time || "" }, clock(ev.time)),
     " ",
@@ -508,6 +525,10 @@
     for (const s of document.querySelectorAll(".instance .since")) {
       const t = s.getAttribute("title");
       s.textContent = " since " + clock(t) + " (" + ago(t) + ")";
+    }
+    for (const s of document.querySelectorAll(".member .seen[data-last-seen]")) {
+      const t = s.dataset.lastSeen;
+      if (t) s.textContent = " · seen " + ago(t) + " ago";
     }
   }, 5000);
 

@@ -102,6 +102,10 @@ type MemberSnapshot struct {
 	// AckRate is acks (deliveries settled) per second since the previous
 	// sample; nil at first or when the consumer was recreated meanwhile.
 	AckRate *float64 `json:"ack_rate,omitempty"`
+	// Dynamic and LastSeen are MemberStatus's: the member added itself,
+	// and the server's time of its instances' latest liveness write.
+	Dynamic  bool      `json:"dynamic,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // PartitionSnapshot is one partition in a snapshot.
@@ -224,7 +228,8 @@ func (s *Sampler) Add(gi GroupInfo) Snapshot {
 	rated := false
 	for _, ms := range gi.Members {
 		m := MemberSnapshot{Member: ms.Member, Partitions: ms.Partitions, Live: memberLive(ms), Instances: ms.Waiting,
-			Standbys: ms.Standbys, PinID: ms.PinID, PinnedSince: ms.PinnedSince, Lag: ms.Lag, Status: StatusOK}
+			Standbys: ms.Standbys, PinID: ms.PinID, PinnedSince: ms.PinnedSince, Lag: ms.Lag, Status: StatusOK,
+			Dynamic: ms.Dynamic, LastSeen: ms.LastSeen}
 		if w, ok := worst[ms.Member]; ok {
 			m.Status = w
 		} else if !m.Live && len(ms.Partitions) > 0 {

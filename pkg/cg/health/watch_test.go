@@ -126,3 +126,18 @@ func TestSamplerPinEventsOfTheGroupOnly(t *testing.T) {
 		}
 	}
 }
+
+// A member's dynamic membership reaches its snapshot as the status had it:
+// watch and the dashboard show it from there.
+func TestSamplerCarriesDynamicMembership(t *testing.T) {
+	seen := time.Unix(990, 0).UTC()
+	m1 := running(1, 1, 0)
+	m1.Dynamic, m1.LastSeen, m1.Instances = true, seen, 2
+	snap := health.NewSampler().Add(groupAt(0, m1, running(1, 1, 0), 0, 0, 0, 0))
+	if got := snap.Members[0]; !got.Dynamic || !got.LastSeen.Equal(seen) {
+		t.Fatalf("m1 in the snapshot: dynamic %v, last seen %v; want true, %v", got.Dynamic, got.LastSeen, seen)
+	}
+	if got := snap.Members[1]; got.Dynamic || !got.LastSeen.IsZero() {
+		t.Fatalf("m2 (an operator's member without records) in the snapshot: dynamic %v, last seen %v", got.Dynamic, got.LastSeen)
+	}
+}
