@@ -125,8 +125,11 @@ func TestLayoutStaticExactlyOnceInOrderAcrossInstances(t *testing.T) {
 	}
 	// Each partition consumer has both instances' pull requests waiting;
 	// one of them may be between two pulls at any one reading (a loaded
-	// machine showed 1), or a late one may not have expired yet (up to
-	// 41 seen), so read again until exactly both are seen.
+	// machine showed 1), so read again until both are seen. The server
+	// counts requests, not instances: a loaded instance's late pull may
+	// wait beside its next until it expires (up to 41 seen, and a third
+	// request on one consumer for 30 s at load 13-20), so more than two
+	// requests (and a standby count above one) is still both instances.
 	natstest.Eventually(t, 30*time.Second, "info shows every partition consumer pinned with both instances waiting", func() bool {
 		gi, err := c.Info(ctx, cg.KindStatic, "ORDERS", "g")
 		if err != nil {
@@ -139,17 +142,15 @@ func TestLayoutStaticExactlyOnceInOrderAcrossInstances(t *testing.T) {
 			if len(ms.PartitionConsumers) != 5 {
 				t.Fatalf("member %s: %d partition consumers: %+v", ms.Member, len(ms.PartitionConsumers), ms)
 			}
-			// Standbys is counted from waiting pull requests, and a
-			// loaded instance may have a late one still waiting beside
-			// its next until the old one expires.
-			if !ms.Pinned || ms.Standbys != 1 {
+			// Standbys is counted from waiting pull requests (above).
+			if !ms.Pinned || ms.Standbys < 1 {
 				return false
 			}
 			for _, pc := range ms.PartitionConsumers {
 				if !pc.Exists || !pc.Pinned {
 					t.Fatalf("partition %d: %+v", pc.Partition, pc)
 				}
-				if pc.Waiting != 2 {
+				if pc.Waiting < 2 {
 					return false
 				}
 			}
