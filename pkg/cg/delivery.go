@@ -307,6 +307,14 @@ func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, int, bool) {
 		return 0, 0, false
 	}
 	handedBack := m.takeHandOff()
+	if md.Sequence.Consumer == 1 && md.NumDelivered == 1 {
+		// The consumer's very first delivery (since it was made or
+		// reset, which clears what was pending): nothing was delivered
+		// before it, so no earlier pin can have left anything unacked,
+		// and asking the consumer (three round trips before the
+		// partition's first message is handled) would find nothing.
+		return 0, 0, false
+	}
 	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 	defer cancel()
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)

@@ -126,9 +126,12 @@ func (m *Member) prepareLanes(ctx context.Context, elastic *ElasticConfig) error
 		}
 		return nil
 	}
-	si, err := m.c.streamInfo(ctx, m.stream)
-	if err != nil {
-		return err
+	si := m.joinInfo
+	if si == nil {
+		var err error
+		if si, err = m.c.streamInfo(ctx, m.stream); err != nil {
+			return err
+		}
 	}
 	pt, err := StreamPartitioning(si)
 	if err != nil {

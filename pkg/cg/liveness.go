@@ -165,10 +165,7 @@ func (m *Member) watchdog(b *binding) {
 		// follows, waits for them before it takes stock (handBackOrphans).
 		m.handOff.mu.Lock()
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
-		s, err := m.c.js.Stream(ctx, m.cstream)
-		if err == nil {
-			err = s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
-		}
+		err = m.c.unpinConsumer(ctx, m.cstream, m.consumer)
 		cancel()
 		handedBack := false
 		if err == nil {
