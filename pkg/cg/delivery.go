@@ -207,8 +207,18 @@ func (s bindingSink) handle(raw *nats.Msg) {
 func (s bindingSink) callHandler(raw *nats.Msg) {
 	m := s.m
 	subject, p := partition.StripPartition(raw.Subject)
-	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
-		ackBound: min(m.opts.AckWait, doubleAckTimeout)})
+	h := &handedMsg{j: s.msg(raw)}
+	h.msg = Msg{Msg: &h.j, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
+		ackBound: min(m.opts.AckWait, doubleAckTimeout)}
+	m.handler(s.handlerCtx(), &h.msg)
+}
+
+// handedMsg is a message as the handler gets it and the runtime's message
+// inside it, made together: one allocation for every message handled
+// where the two were two.
+type handedMsg struct {
+	msg Msg
+	j   jsMsg
 }
 
 func (s bindingSink) msg(raw *nats.Msg) jsMsg {

@@ -64,7 +64,16 @@ func (m *Msg) Raw() jetstream.Msg { return m.Msg }
 // serial member gains nothing from pipelining anyway, as the server sends
 // the next message only once the ack is in.
 func (m *Msg) DoubleAckAsync(done func(err error)) {
-	j, ok := m.Msg.(jsMsg)
+	var j jsMsg
+	ok := true
+	switch v := m.Msg.(type) {
+	case *jsMsg:
+		j = *v
+	case jsMsg:
+		j = v
+	default:
+		ok = false
+	}
 	if !ok {
 		ctx, cancel := context.WithTimeout(context.Background(), doubleAckTimeout)
 		err := m.Msg.DoubleAck(ctx)
