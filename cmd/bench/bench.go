@@ -57,6 +57,9 @@ type Options struct {
 	// an elastic group from its filled work stream, beside a plain
 	// consumer draining a work queue of the same backlog.
 	Elastic bool
+	// Paired runs each group run's plain baseline again right before it
+	// and sets the group beside that run.
+	Paired bool
 	// Run runs a cg command line in process (the root's Run): the --cli
 	// runs call it for consume.
 	Run RunFunc
@@ -113,8 +116,14 @@ is the default; partition: one consumer per partition).
 elastic group (and with --cli through 'cg elastic consume'): its members
 start once the group's work stream holds the whole backlog, and its VS
 PLAIN is against a plain consumer draining a work-queue stream of the
-same backlog (same partition-stamped subjects), shown with FILTERS "1 wq".
+same backlog (same partition-stamped subjects), shown with FILTERS "1(wq)".
 It implies --preload.
+
+--paired runs each group run's plain baseline again right before it and
+sets the group beside that run (PLAIN/S, and plain_msgs_per_sec in
+--json) rather than beside the plain run at the start of the matrix: on a
+shared machine whose load moves the rates by 2x within a minute, the ratio
+of two runs seconds apart is the one to read.
 
 The comparison with the reference library (pcgroups) is the go test
 benchmark in internal/bench: make bench-compare.`,
@@ -174,6 +183,7 @@ benchmark in internal/bench: make bench-compare.`,
 	fs.BoolVar(&opts.Preload, "preload", false, "publish every message before the consumers start (rate only, no latency)")
 	fs.StringVar(&layouts, "layout", bench.LayoutMember, "group layouts, comma separated: member,partition")
 	fs.BoolVar(&opts.CLI, "cli", false, "also drain each group run's backlog through 'cg static consume --sleep 0 --json' (in process, output discarded), timed over the whole command; implies --preload")
+	fs.BoolVar(&opts.Paired, "paired", false, "run each group run's plain baseline again right before it and set the group beside that run")
 	fs.BoolVar(&opts.Elastic, "elastic", false, "also drain each group run's backlog with an elastic group from its filled work stream (and, with --cli, through 'cg elastic consume'), beside a plain consumer on a work queue of the same backlog; implies --preload")
 	cmdutil.DurationVar(fs, &opts.RunLimit, "run-limit", 2*time.Minute, "2m", "longest one run may take before it counts as failed")
 	return cmd
@@ -260,7 +270,10 @@ type Row struct {
 	// VsPlain is a group's rate over the plain single-filter consumer's
 	// in the same setting (0 for the plain rows).
 	VsPlain float64 `json:"vs_plain,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	// PlainMsgsPerSec is that plain consumer's rate: with --paired its run
+	// right before this one.
+	PlainMsgsPerSec float64 `json:"plain_msgs_per_sec,omitempty"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // Report is the --json output.
@@ -298,6 +311,16 @@ func benchRun(ctx context.Context, o *Options) error {
 			r   bench.Result
 			err error
 		)
+		base, hasBase := bench.Baseline(results, sc)
+		if o.Paired && hasBase && sc.System != bench.SystemPlain {
+			fresh, perr := bench.Run(ctx, env, base.Scenario, bench.StartPlain)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if perr == nil {
+				base = fresh
+			}
+		}
 		if sc.System == bench.SystemCLI || sc.System == bench.SystemCLIElastic {
 			r, err = bench.RunConsume(ctx, env, sc, InProcess(o.Run))
 		} else {
@@ -321,10 +344,9 @@ func benchRun(ctx context.Context, o *Options) error {
 		if r.Violations > 0 {
 			rep.OK = false
 		}
-		if sc.System != bench.SystemPlain {
-			if base, ok := bench.Baseline(results, sc); ok && base.MsgsPerSec > 0 {
-				row.VsPlain = r.MsgsPerSec / base.MsgsPerSec
-			}
+		if sc.System != bench.SystemPlain && hasBase && base.MsgsPerSec > 0 {
+			row.VsPlain = r.MsgsPerSec / base.MsgsPerSec
+			row.PlainMsgsPerSec = base.MsgsPerSec
 		}
 		results = append(results, r)
 		rep.Results = append(rep.Results, row)
@@ -352,7 +374,7 @@ func printTable(w io.Writer, rep Report) error {
 		if r.System == bench.SystemPlain {
 			filters = strconv.Itoa(r.Filters)
 			if r.WorkQueue {
-				filters += " wq"
+				filters += "(wq)"
 			}
 		} else if r.VsPlain > 0 {
 			vs = fmt.Sprintf("%.2f", r.VsPlain)

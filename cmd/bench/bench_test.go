@@ -235,3 +235,32 @@ func TestBenchElastic(t *testing.T) {
 		t.Fatalf("ok=%v, work-queue plain %v msgs/s, elastic rows %v: %+v", rep.OK, wq, rows, rep.Results)
 	}
 }
+
+// --paired: each group run is set beside a plain run made right before it,
+// whose rate the row carries.
+func TestBenchPaired(t *testing.T) {
+	r := runBench(t, "--json", "bench", "--paired", "--cli", "--messages", "200", "--keys", "20", "--members", "1", "--partitions", "2")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Out)
+	}
+	groups := 0
+	for _, row := range rep.Results {
+		if row.System == "plain" {
+			if row.PlainMsgsPerSec != 0 {
+				t.Errorf("plain row with a baseline: %+v", row)
+			}
+			continue
+		}
+		groups++
+		if row.PlainMsgsPerSec <= 0 || math.Abs(row.VsPlain-row.MsgsPerSec/row.PlainMsgsPerSec) > 1e-9 {
+			t.Errorf("group row not set beside its own plain run: %+v", row)
+		}
+	}
+	if !rep.OK || groups != 2 {
+		t.Fatalf("ok=%v, %d group rows: %+v", rep.OK, groups, rep.Results)
+	}
+}
