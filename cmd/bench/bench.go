@@ -53,6 +53,13 @@ type Options struct {
 	Layouts       []string
 	// CLI adds, for each cg run, the same run through the consume command.
 	CLI bool
+	// Elastic adds, for each static group run, the same backlog drained by
+	// an elastic group from its filled work stream, beside a plain
+	// consumer draining a work queue of the same backlog.
+	Elastic bool
+	// Paired runs each group run's plain baseline again right before it
+	// and sets the group beside that run.
+	Paired bool
 	// Run runs a cg command line in process (the root's Run): the --cli
 	// runs call it for consume.
 	Run RunFunc
@@ -105,6 +112,19 @@ joining and stopping included. It implies --preload.
 --layout lists the group layouts to run (member, the reference's format,
 is the default; partition: one consumer per partition).
 
+--elastic adds, for each group run, the same backlog drained by an
+elastic group (and with --cli through 'cg elastic consume'): its members
+start once the group's work stream holds the whole backlog, and its VS
+PLAIN is against a plain consumer draining a work-queue stream of the
+same backlog (same partition-stamped subjects), shown with FILTERS "1(wq)".
+It implies --preload.
+
+--paired runs each group run's plain baseline again right before it and
+sets the group beside that run (PLAIN/S, and plain_msgs_per_sec in
+--json) rather than beside the plain run at the start of the matrix: on a
+shared machine whose load moves the rates by 2x within a minute, the ratio
+of two runs seconds apart is the one to read.
+
 The comparison with the reference library (pcgroups) is the go test
 benchmark in internal/bench: make bench-compare.`,
 		Example: `  cg bench
@@ -133,7 +153,7 @@ benchmark in internal/bench: make bench-compare.`,
 			if opts.Layouts, err = parseLayouts(layouts); err != nil {
 				return err
 			}
-			if opts.CLI {
+			if opts.CLI || opts.Elastic {
 				opts.Preload = true
 			}
 			if opts.Keys > traffic.MaxKeys {
@@ -163,6 +183,8 @@ benchmark in internal/bench: make bench-compare.`,
 	fs.BoolVar(&opts.Preload, "preload", false, "publish every message before the consumers start (rate only, no latency)")
 	fs.StringVar(&layouts, "layout", bench.LayoutMember, "group layouts, comma separated: member,partition")
 	fs.BoolVar(&opts.CLI, "cli", false, "also drain each group run's backlog through 'cg static consume --sleep 0 --json' (in process, output discarded), timed over the whole command; implies --preload")
+	fs.BoolVar(&opts.Paired, "paired", false, "run each group run's plain baseline again right before it and set the group beside that run")
+	fs.BoolVar(&opts.Elastic, "elastic", false, "also drain each group run's backlog with an elastic group from its filled work stream (and, with --cli, through 'cg elastic consume'), beside a plain consumer on a work queue of the same backlog; implies --preload")
 	cmdutil.DurationVar(fs, &opts.RunLimit, "run-limit", 2*time.Minute, "2m", "longest one run may take before it counts as failed")
 	return cmd
 }
@@ -218,7 +240,8 @@ func parseDurations(flag, s string) ([]time.Duration, error) {
 }
 
 func (o *Options) matrix() bench.Matrix {
-	return bench.Matrix{Members: o.Members, Partitions: o.Partitions, Handlers: o.Handlers, MaxAckPending: o.MaxAckPending, Concurrency: o.Concurrency, Messages: o.Messages, Keys: o.Keys, Preload: o.Preload, Layouts: o.Layouts}
+	return bench.Matrix{Members: o.Members, Partitions: o.Partitions, Handlers: o.Handlers, MaxAckPending: o.MaxAckPending, Concurrency: o.Concurrency, Messages: o.Messages, Keys: o.Keys, Preload: o.Preload, Layouts: o.Layouts,
+		ElasticDrain: o.Elastic}
 }
 
 // Row is one run in --json output.
@@ -227,6 +250,7 @@ type Row struct {
 	Members        int     `json:"members"`
 	Partitions     int     `json:"partitions"`
 	Filters        int     `json:"filters,omitempty"`
+	WorkQueue      bool    `json:"work_queue,omitempty"`
 	Handler        string  `json:"handler"`
 	MaxAckPending  int     `json:"max_ack_pending"`
 	Concurrency    int     `json:"concurrency"`
@@ -246,7 +270,10 @@ type Row struct {
 	// VsPlain is a group's rate over the plain single-filter consumer's
 	// in the same setting (0 for the plain rows).
 	VsPlain float64 `json:"vs_plain,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	// PlainMsgsPerSec is that plain consumer's rate: with --paired its run
+	// right before this one.
+	PlainMsgsPerSec float64 `json:"plain_msgs_per_sec,omitempty"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // Report is the --json output.
@@ -267,8 +294,14 @@ func benchRun(ctx context.Context, o *Options) error {
 	env := bench.Env{URL: srv.ClientURL(), Limit: o.RunLimit}
 	m := o.matrix()
 	scenarios := append(m.Plain(), m.Groups(bench.SystemCG)...)
+	if o.Elastic {
+		scenarios = append(scenarios, m.Groups(bench.SystemElastic)...)
+	}
 	if o.CLI {
 		scenarios = append(scenarios, m.Groups(bench.SystemCLI)...)
+		if o.Elastic {
+			scenarios = append(scenarios, m.Groups(bench.SystemCLIElastic)...)
+		}
 	}
 	rep := Report{OK: true, Server: srv.ClientURL()}
 	var results []bench.Result
@@ -278,7 +311,17 @@ func benchRun(ctx context.Context, o *Options) error {
 			r   bench.Result
 			err error
 		)
-		if sc.System == bench.SystemCLI {
+		base, hasBase := bench.Baseline(results, sc)
+		if o.Paired && hasBase && sc.System != bench.SystemPlain {
+			fresh, perr := bench.Run(ctx, env, base.Scenario, bench.StartPlain)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if perr == nil {
+				base = fresh
+			}
+		}
+		if sc.System == bench.SystemCLI || sc.System == bench.SystemCLIElastic {
 			r, err = bench.RunConsume(ctx, env, sc, InProcess(o.Run))
 		} else {
 			r, err = bench.Run(ctx, env, sc, bench.Starters[sc.System])
@@ -290,7 +333,7 @@ func benchRun(ctx context.Context, o *Options) error {
 		if sc.System == bench.SystemPlain {
 			layout = ""
 		}
-		row := Row{System: sc.System, Members: sc.Members, Partitions: sc.Partitions, Filters: sc.Filters, Handler: sc.Handler.String(),
+		row := Row{System: sc.System, Members: sc.Members, Partitions: sc.Partitions, Filters: sc.Filters, WorkQueue: sc.WorkQueue, Handler: sc.Handler.String(),
 			MaxAckPending: effectiveMAP(sc), Concurrency: max(sc.Concurrency, 1), Messages: sc.Messages, Keys: sc.Keys, Layout: layout, Preload: sc.Preload, Handled: r.Handled,
 			ElapsedSeconds: r.Elapsed.Seconds(), MsgsPerSec: r.MsgsPerSec, PublishPerSec: r.PublishPerSec, P50MS: ms(r.P50), P99MS: ms(r.P99),
 			Violations: r.Violations, Duplicates: r.Duplicates}
@@ -301,10 +344,9 @@ func benchRun(ctx context.Context, o *Options) error {
 		if r.Violations > 0 {
 			rep.OK = false
 		}
-		if sc.System != bench.SystemPlain {
-			if base, ok := bench.Baseline(results, sc); ok && base.MsgsPerSec > 0 {
-				row.VsPlain = r.MsgsPerSec / base.MsgsPerSec
-			}
+		if sc.System != bench.SystemPlain && hasBase && base.MsgsPerSec > 0 {
+			row.VsPlain = r.MsgsPerSec / base.MsgsPerSec
+			row.PlainMsgsPerSec = base.MsgsPerSec
 		}
 		results = append(results, r)
 		rep.Results = append(rep.Results, row)
@@ -331,6 +373,9 @@ func printTable(w io.Writer, rep Report) error {
 		}
 		if r.System == bench.SystemPlain {
 			filters = strconv.Itoa(r.Filters)
+			if r.WorkQueue {
+				filters += "(wq)"
+			}
 		} else if r.VsPlain > 0 {
 			vs = fmt.Sprintf("%.2f", r.VsPlain)
 		}
@@ -343,7 +388,7 @@ func printTable(w io.Writer, rep Report) error {
 			p50, p99 = "-", "-"
 		}
 		violations := strconv.Itoa(r.Violations)
-		if r.System == bench.SystemCLI {
+		if r.System == bench.SystemCLI || r.System == bench.SystemCLIElastic {
 			violations = "-" // not observed through the command; the cg rows check order
 		}
 		t.AddRow(r.System, layout, strconv.Itoa(r.Members), strconv.Itoa(r.Partitions), filters, strconv.Itoa(r.Keys), r.Handler, strconv.Itoa(r.MaxAckPending), strconv.Itoa(r.Concurrency),

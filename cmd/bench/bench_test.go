@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,73 @@ func TestBenchLayouts(t *testing.T) {
 	}
 	if !rep.OK || seen["member"] == 0 || seen["partition"] != seen["member"] {
 		t.Fatalf("ok=%v, rows by layout %v: %+v", rep.OK, seen, rep.Results)
+	}
+}
+
+// --elastic: each group run drained again by an elastic group from its
+// filled work stream, through the engine and (--cli) through 'cg elastic
+// consume', each set beside the plain consumer on a work queue of the same
+// backlog, which drains every message too.
+func TestBenchElastic(t *testing.T) {
+	r := runBench(t, "--json", "bench", "--cli", "--elastic", "--layout", "partition", "--messages", "300", "--keys", "30", "--members", "1,2", "--partitions", "4", "--concurrency", "4")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Out)
+	}
+	var wq float64
+	rows := map[string]int{}
+	for _, row := range rep.Results {
+		if row.Handled != 300 || row.Violations != 0 || row.Error != "" || !row.Preload {
+			t.Errorf("run %+v", row)
+		}
+		if row.System == "plain" && row.WorkQueue {
+			wq = row.MsgsPerSec
+		}
+		if row.System == "elastic" || row.System == "cli-elastic" {
+			rows[row.System]++
+			if row.Layout != "partition" || row.MsgsPerSec <= 0 || row.VsPlain <= 0 {
+				t.Errorf("elastic run %+v", row)
+			}
+		}
+	}
+	for _, row := range rep.Results {
+		if (row.System == "elastic" || row.System == "cli-elastic") && wq > 0 && math.Abs(row.VsPlain-row.MsgsPerSec/wq) > 1e-9 {
+			t.Errorf("%s members=%d: vs plain %v, not against the work-queue consumer's %v msgs/s", row.System, row.Members, row.VsPlain, wq)
+		}
+	}
+	if !rep.OK || wq <= 0 || rows["elastic"] != 2 || rows["cli-elastic"] != 2 {
+		t.Fatalf("ok=%v, work-queue plain %v msgs/s, elastic rows %v: %+v", rep.OK, wq, rows, rep.Results)
+	}
+}
+
+// --paired: each group run is set beside a plain run made right before it,
+// whose rate the row carries.
+func TestBenchPaired(t *testing.T) {
+	r := runBench(t, "--json", "bench", "--paired", "--cli", "--messages", "200", "--keys", "20", "--members", "1", "--partitions", "2")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Out, r.Err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.Out)
+	}
+	groups := 0
+	for _, row := range rep.Results {
+		if row.System == "plain" {
+			if row.PlainMsgsPerSec != 0 {
+				t.Errorf("plain row with a baseline: %+v", row)
+			}
+			continue
+		}
+		groups++
+		if row.PlainMsgsPerSec <= 0 || math.Abs(row.VsPlain-row.MsgsPerSec/row.PlainMsgsPerSec) > 1e-9 {
+			t.Errorf("group row not set beside its own plain run: %+v", row)
+		}
+	}
+	if !rep.OK || groups != 2 {
+		t.Fatalf("ok=%v, %d group rows: %+v", rep.OK, groups, rep.Results)
 	}
 }

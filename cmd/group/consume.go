@@ -464,7 +464,7 @@ func (s *session) printMsg(h handled, ackErr error) {
 	o, cs, m := s.o, s.cs, h.m
 	now := time.Now()
 	took := now.Sub(h.start)
-	line := &MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
+	line := MsgLine{Type: "msg", Member: o.Member, Partition: m.Partition(), Subject: m.Subject(), PinID: m.PinID(),
 		Millis: float64(took.Microseconds()) / 1000, Acked: ackErr == nil, Time: now}
 	if h.mdErr == nil {
 		line.StreamSeq, line.Delivered = h.md.Sequence.Stream, h.md.NumDelivered
@@ -477,7 +477,7 @@ func (s *session) printMsg(h handled, ackErr error) {
 	}
 	// The line is made outside the lock, so concurrent calls encode at
 	// once; only the counts are shared.
-	var text string
+	var text msgText
 	if !o.F.JSON {
 		outcome := cs.Green("acked")
 		if ackErr != nil {
@@ -502,8 +502,7 @@ func (s *session) printMsg(h handled, ackErr error) {
 				verdict += " " + cs.Yellow(fmt.Sprintf("gap +%d", h.check.Gap))
 			}
 		}
-		text = fmt.Sprintf("[%s] p%-3d %s seq=%d pin=%s %s %s%s%s\n", s.who, line.Partition, line.Subject, line.StreamSeq,
-			shortPin(line.PinID), took.Round(100*time.Microsecond), outcome, redelivered, verdict)
+		text = msgText{who: s.who, line: &line, took: took, outcome: outcome, redelivered: redelivered, verdict: verdict}
 	}
 	s.mu.Lock()
 	s.acking--
@@ -516,9 +515,9 @@ func (s *session) printMsg(h handled, ackErr error) {
 	done := o.Count > 0 && s.sum.Handled >= o.Count
 	s.mu.Unlock()
 	if o.F.JSON {
-		_ = writeJSONLine(s.out, line)
+		_ = writeMsgLine(s.out, &line)
 	} else {
-		_, _ = io.WriteString(s.out, text)
+		_ = writeMsgText(s.out, &text)
 	}
 	if done {
 		s.stop()

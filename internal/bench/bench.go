@@ -43,7 +43,8 @@ const (
 	SystemPlain = "plain"
 	// SystemElastic is a cg elastic group over the same stream: its work
 	// stream sources the stream through the partitioning transforms, so
-	// its rate is publish (or preload) to handled, sourcing included.
+	// its rate is publish (or preload) to handled, sourcing included
+	// (unless Scenario.Filled).
 	SystemElastic = "elastic"
 )
 
@@ -74,6 +75,16 @@ type Scenario struct {
 	// Layout is the group's layout (LayoutMember when empty); unused by
 	// the plain system.
 	Layout string `json:"layout,omitempty"`
+	// WorkQueue makes the stream a work queue (plain system only): the
+	// plain consumer then drains a backlog stored as an elastic group's
+	// work stream stores it (partition-stamped subjects, work-queue
+	// retention), the baseline of an elastic group's drain.
+	WorkQueue bool `json:"work_queue,omitempty"`
+	// Filled has a preloaded elastic group's members join only once its
+	// work stream holds the whole backlog (the time it takes to source it
+	// is not counted): their rate is the drain of a work stream alone,
+	// what a plain consumer on a work queue of the same backlog does.
+	Filled bool `json:"filled,omitempty"`
 }
 
 // Name is a stable label, usable as a sub-benchmark name.
@@ -83,6 +94,9 @@ func (s Scenario) Name() string {
 		if s.PartitionFilter {
 			name += "/partition-filter"
 		}
+		if s.WorkQueue {
+			name += "/workqueue"
+		}
 		return name
 	}
 	name := fmt.Sprintf("%s/members=%d/partitions=%d/handler=%s/map=%d", s.System, s.Members, s.Partitions, s.Handler, s.mapOr1())
@@ -91,6 +105,9 @@ func (s Scenario) Name() string {
 	}
 	if s.Layout != "" && s.Layout != LayoutMember {
 		name += "/layout=" + s.Layout
+	}
+	if s.Filled {
+		name += "/filled"
 	}
 	return name
 }
@@ -267,10 +284,14 @@ func setUp(ctx context.Context, env Env, sc Scenario, res *Result) (*run, error)
 		r.closeConns()
 		return nil, err
 	}
-	if err := createStream(ctx, js, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name: Stream, Subjects: []string{"bench.*"},
 		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "bench.*", Destination: fmt.Sprintf("{{partition(%d,1)}}.bench.{{wildcard(1)}}", sc.Partitions)},
-	}); err != nil {
+	}
+	if sc.WorkQueue {
+		cfg.Retention = jetstream.WorkQueuePolicy
+	}
+	if err := createStream(ctx, js, cfg); err != nil {
 		r.closeConns()
 		return nil, err
 	}
@@ -503,6 +524,11 @@ func startGroup(ctx context.Context, connect func() (jetstream.JetStream, error)
 	if err != nil {
 		return nil, err
 	}
+	if k == cg.KindElastic && sc.Filled && sc.Preload {
+		if err := WaitFilled(ctx, js, sc.Messages); err != nil {
+			return nil, err
+		}
+	}
 	var running []*cg.Member
 	stop := func() {
 		for _, m := range running {
@@ -542,6 +568,22 @@ func startGroup(ctx context.Context, connect func() (jetstream.JetStream, error)
 		return nil, err
 	}
 	return stop, nil
+}
+
+// WaitFilled waits until the elastic group's work stream holds n messages:
+// the whole preloaded backlog, sourced.
+func WaitFilled(ctx context.Context, js jetstream.JetStream, n int) error {
+	name := cg.WorkStreamName(Stream, Group)
+	for {
+		if s, err := js.Stream(ctx, name); err == nil && s.CachedInfo().State.Msgs >= uint64(n) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("work stream %s did not take in %d messages: %w", name, n, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // StartPlain runs one plain pull consumer over the whole stream with one

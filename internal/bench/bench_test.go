@@ -258,6 +258,8 @@ func TestRunCounts(t *testing.T) {
 		{bench.Scenario{System: bench.SystemPlain, Members: 1, Partitions: 4, Filters: 4, MaxAckPending: 100}, bench.StartPlain},
 		{bench.Scenario{System: bench.SystemCG, Members: 1, Partitions: 4, Preload: true}, bench.StartCG},
 		{bench.Scenario{System: systemReference, Members: 4, Partitions: 4, Preload: true}, startReference},
+		{bench.Scenario{System: bench.SystemPlain, Members: 1, Partitions: 4, Filters: 1, MaxAckPending: 100, WorkQueue: true, Preload: true}, bench.StartPlain},
+		{bench.Scenario{System: bench.SystemElastic, Members: 2, Partitions: 4, Concurrency: 4, Layout: bench.LayoutPartition, Filled: true, Preload: true}, bench.StartElastic},
 	} {
 		tc.sc.Messages, tc.sc.Keys = 300, 30
 		r, err := bench.Run(context.Background(), env, tc.sc, tc.start)
@@ -279,10 +281,14 @@ func TestRunCounts(t *testing.T) {
 // 1 000, 10 000 and 100 000 keys, 8 partitions, handler 0, drained by a
 // plain consumer on ">" (max ack pending 1000) and by one cg member owning
 // all 8 partitions with concurrency 32, static and elastic, in each group
-// layout this build can create. Every run is bounded (100 s; -short: 10 000
-// messages over at most 10 000 keys, 20 s): one that does not drain in
-// time reports the rate it reached and drained=0 instead of failing, since
-// a slow layout is what the matrix is there to show.
+// layout this build can create. The elastic member starts once its work
+// stream holds the whole backlog, and is set beside a plain consumer
+// draining a work-queue stream of the same backlog (plain-workqueue): the
+// drain of a work stream against the drain of a work stream. Every run is
+// bounded (100 s; -short: 10 000 messages over at most 10 000 keys, 20 s):
+// one that does not drain in time reports the rate it reached and
+// drained=0 instead of failing, since a slow layout is what the matrix is
+// there to show.
 func BenchmarkKeys(b *testing.B) {
 	s := natstest.RunServer(b)
 	limit, msgs := 100*time.Second, 100000
@@ -321,13 +327,16 @@ func BenchmarkKeys(b *testing.B) {
 		plain := base
 		plain.System, plain.Filters, plain.MaxAckPending = bench.SystemPlain, 1, 1000
 		b.Run(fmt.Sprintf("keys=%d/plain", keys), func(b *testing.B) { bounded(b, plain, bench.StartPlain) })
+		wq := plain
+		wq.WorkQueue = true
+		b.Run(fmt.Sprintf("keys=%d/plain-workqueue", keys), func(b *testing.B) { bounded(b, wq, bench.StartPlain) })
 		for _, layout := range layouts {
 			for _, system := range []string{bench.SystemCG, bench.SystemElastic} {
 				sc := base
 				sc.System, sc.Concurrency, sc.Layout = system, 32, layout
 				start := bench.StartCG
 				if system == bench.SystemElastic {
-					start = bench.StartElastic
+					start, sc.Filled = bench.StartElastic, true
 				}
 				b.Run(fmt.Sprintf("keys=%d/%s/layout=%s/concurrency=32", keys, system, layout), func(b *testing.B) { bounded(b, sc, start) })
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/partition"
 )
@@ -17,6 +19,20 @@ import (
 // so the caller supplies the command as a Consume.
 const SystemCLI = "cli"
 
+// SystemCLIElastic is the same through an elastic group, `cg elastic
+// consume …`, its members started once the group's work stream holds the
+// whole backlog: the drain of a work stream, beside a plain consumer
+// draining a work queue of the same backlog (Scenario.WorkQueue).
+const SystemCLIElastic = "cli-elastic"
+
+// kind is the kind of group sc runs.
+func (s Scenario) kind() cg.Kind {
+	if s.System == SystemElastic || s.System == SystemCLIElastic {
+		return cg.KindElastic
+	}
+	return cg.KindStatic
+}
+
 // Consume runs cg with args (the command line after "cg") against the
 // server at url, its output discarded, and returns when the command ends.
 type Consume func(ctx context.Context, url string, args []string) error
@@ -24,7 +40,7 @@ type Consume func(ctx context.Context, url string, args []string) error
 // ConsumeArgs is the command line of member's consume in sc: it stops by
 // itself after count messages, the member's share of the backlog.
 func ConsumeArgs(sc Scenario, member string, count int) []string {
-	args := []string{"--json", "static", "consume", Stream, Group, member, "--sleep", "0", "--count", strconv.Itoa(count)}
+	args := []string{"--json", sc.kind().String(), "consume", Stream, Group, member, "--sleep", "0", "--count", strconv.Itoa(count)}
 	o := sc.memberOptions()
 	if o.Concurrency > 1 {
 		args = append(args, "--concurrency", strconv.Itoa(o.Concurrency))
@@ -55,6 +71,10 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 	}
 	defer r.tearDown()
 	members := MemberNames(sc.Members)
+	if sc.kind() == cg.KindElastic {
+		err := runConsumeElastic(ctx, env, sc, consume, r, &res)
+		return res, err
+	}
 	cfg := cg.StaticConfig{MaxMembers: sc.Partitions, Members: members}
 	if err := staticLayout(sc, &cfg); err != nil {
 		return res, err
@@ -66,6 +86,48 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 		return res, err
 	}
 	counts := shares(cfg, sc)
+	if err := runCommands(ctx, env, sc, consume, members, counts, &res); err != nil {
+		return res, err
+	}
+	consumers := map[string]string{} // server consumer -> who reads it
+	if sc.Layout == LayoutPartition {
+		a := cfg.Assignment()
+		for _, m := range members {
+			for _, p := range a.MemberPartitions(m) {
+				consumers[cg.PartitionConsumerName(Group, p)] = "member " + m
+			}
+		}
+	} else {
+		for _, m := range members {
+			consumers[cg.StaticConsumerName(Group, m)] = "member " + m
+		}
+	}
+	for name, who := range consumers {
+		c, err := r.js.Consumer(ctx, Stream, name)
+		if err != nil {
+			return res, fmt.Errorf("%s: %s: consumer %s: %w", sc.Name(), who, name, err)
+		}
+		ci := c.CachedInfo()
+		if ci.NumPending != 0 || ci.NumAckPending != 0 {
+			return res, fmt.Errorf("%s: %s left %d pending and %d unacknowledged on %s", sc.Name(), who, ci.NumPending, ci.NumAckPending, name)
+		}
+	}
+	res.rate(members, counts)
+	return res, nil
+}
+
+func (res *Result) rate(members []string, counts map[string]int) {
+	for _, m := range members {
+		res.Handled += counts[m]
+	}
+	if res.Elapsed > 0 {
+		res.MsgsPerSec = float64(res.Handled) / res.Elapsed.Seconds()
+	}
+}
+
+// runCommands starts one consume command per member with a share, at
+// once, and clocks them from their start to the end of the last.
+func runCommands(ctx context.Context, env Env, sc Scenario, consume Consume, members []string, counts map[string]int, res *Result) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -91,41 +153,67 @@ func RunConsume(ctx context.Context, env Env, sc Scenario, consume Consume) (Res
 	res.Elapsed = time.Since(begin)
 	env.drain(false)
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("%s: the consume commands did not drain %d messages within %v", sc.Name(), sc.Messages, env.limit())
+		return fmt.Errorf("%s: the consume commands did not drain %d messages within %v", sc.Name(), sc.Messages, env.limit())
 	}
 	if len(errs) > 0 {
-		return res, fmt.Errorf("%s: %v", sc.Name(), errs)
+		return fmt.Errorf("%s: %v", sc.Name(), errs)
 	}
-	consumers := map[string]string{} // server consumer -> who reads it
-	if sc.Layout == LayoutPartition {
-		a := cfg.Assignment()
-		for _, m := range members {
-			for _, p := range a.MemberPartitions(m) {
-				consumers[cg.PartitionConsumerName(Group, p)] = "member " + m
+	return nil
+}
+
+// runConsumeElastic is RunConsume for an elastic group: the backlog is
+// published, the group made, and the commands started once its work
+// stream holds every message, each told the messages its partitions hold
+// there (the work stream's partition is its own hash, not the stream's).
+// Afterwards the work stream, a work queue, must be empty: every message
+// acked.
+func runConsumeElastic(ctx context.Context, env Env, sc Scenario, consume Consume, r *run, res *Result) error {
+	members := MemberNames(sc.Members)
+	if err := r.publish(ctx); err != nil {
+		return err
+	}
+	cfg := cg.ElasticConfig{MaxMembers: sc.Partitions, Members: members}
+	if err := elasticLayout(sc, &cfg); err != nil {
+		return err
+	}
+	if _, err := cg.New(r.js).CreateElastic(ctx, Stream, Group, cfg); err != nil {
+		return err
+	}
+	if err := WaitFilled(ctx, r.js, sc.Messages); err != nil {
+		return err
+	}
+	ws, err := r.js.Stream(ctx, cg.WorkStreamName(Stream, Group))
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	a := cfg.Assignment()
+	for _, m := range members {
+		for _, p := range a.MemberPartitions(m) {
+			si, err := ws.Info(ctx, jetstream.WithSubjectFilter(strconv.Itoa(p)+".>"))
+			if err != nil {
+				return err
+			}
+			for _, n := range si.State.Subjects {
+				counts[m] += int(n)
 			}
 		}
-	} else {
-		for _, m := range members {
-			consumers[cg.StaticConsumerName(Group, m)] = "member " + m
-		}
 	}
-	for name, who := range consumers {
-		c, err := r.js.Consumer(ctx, Stream, name)
-		if err != nil {
-			return res, fmt.Errorf("%s: %s: consumer %s: %w", sc.Name(), who, name, err)
-		}
-		ci := c.CachedInfo()
-		if ci.NumPending != 0 || ci.NumAckPending != 0 {
-			return res, fmt.Errorf("%s: %s left %d pending and %d unacknowledged on %s", sc.Name(), who, ci.NumPending, ci.NumAckPending, name)
-		}
+	if err := runCommands(ctx, env, sc, consume, members, counts, res); err != nil {
+		return err
 	}
-	for _, m := range members {
-		res.Handled += counts[m]
+	si, err := ws.Info(ctx)
+	if err != nil {
+		return err
 	}
-	if res.Elapsed > 0 {
-		res.MsgsPerSec = float64(res.Handled) / res.Elapsed.Seconds()
+	if si.State.Msgs != 0 {
+		return fmt.Errorf("%s: the work stream kept %d messages: not every message was acked", sc.Name(), si.State.Msgs)
 	}
-	return res, nil
+	res.rate(members, counts)
+	if res.Handled != sc.Messages {
+		return fmt.Errorf("%s: the members' partitions held %d of %d messages", sc.Name(), res.Handled, sc.Messages)
+	}
+	return nil
 }
 
 // shares are the messages of each member's partitions in sc's backlog.

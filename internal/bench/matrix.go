@@ -1,6 +1,10 @@
 package bench
 
-import "time"
+import (
+	"time"
+
+	"github.com/cg-dev/cg/pkg/cg"
+)
 
 // Matrix is what a run covers: every combination of its lists.
 type Matrix struct {
@@ -17,6 +21,11 @@ type Matrix struct {
 	Preload bool
 	// Layouts of the groups (nil: the member layout only).
 	Layouts []string
+	// ElasticDrain measures elastic groups on a drained backlog: their
+	// members join once the work stream holds it all (Scenario.Filled),
+	// and Plain adds the plain consumer draining a work queue of the same
+	// backlog (Scenario.WorkQueue), their baseline.
+	ElasticDrain bool
 }
 
 // Groups are the group scenarios of system, members × partitions ×
@@ -31,7 +40,7 @@ func (m Matrix) Groups(system string) []Scenario {
 						continue
 					}
 					cs := m.Concurrency
-					if (system != SystemCG && system != SystemElastic && system != SystemCLI) || len(cs) == 0 {
+					if (system != SystemCG && system != SystemElastic && system != SystemCLI && system != SystemCLIElastic) || len(cs) == 0 {
 						cs = []int{1}
 					}
 					layouts := m.Layouts
@@ -41,6 +50,7 @@ func (m Matrix) Groups(system string) []Scenario {
 					for _, l := range layouts {
 						for _, c := range cs {
 							sc := Scenario{System: system, Members: n, Partitions: p, Handler: h, MaxAckPending: mp, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload, Layout: l}
+							sc.Filled = m.ElasticDrain && m.Preload && sc.kind() == cg.KindElastic
 							if c > 1 {
 								sc.Concurrency = c
 							}
@@ -68,6 +78,9 @@ func (m Matrix) Plain() []Scenario {
 				for _, f := range filters {
 					out = append(out, Scenario{System: SystemPlain, Members: 1, Partitions: p, Handler: h, MaxAckPending: mp, Filters: f, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
 				}
+				if m.ElasticDrain {
+					out = append(out, Scenario{System: SystemPlain, Members: 1, Partitions: p, Handler: h, MaxAckPending: mp, Filters: 1, WorkQueue: true, Messages: m.Messages, Keys: m.Keys, Preload: m.Preload})
+				}
 			}
 		}
 	}
@@ -76,10 +89,12 @@ func (m Matrix) Plain() []Scenario {
 
 // Baseline finds, among results, the plain single-filter run with the
 // same partitions, handler and max ack pending as sc: the server's
-// ceiling for one ordered consumer in that setting.
+// ceiling for one ordered consumer in that setting. An elastic group
+// draining a filled work stream (Scenario.Filled) is set beside the plain
+// consumer draining a work queue of the same backlog.
 func Baseline(results []Result, sc Scenario) (Result, bool) {
 	for _, r := range results {
-		if r.System == SystemPlain && r.Filters == 1 && r.Partitions == sc.Partitions && r.Handler == sc.Handler && r.mapOr1() == sc.mapOr1() {
+		if r.System == SystemPlain && r.Filters == 1 && r.WorkQueue == sc.Filled && r.Partitions == sc.Partitions && r.Handler == sc.Handler && r.mapOr1() == sc.mapOr1() {
 			return r, true
 		}
 	}

@@ -97,7 +97,9 @@ func (p *ackPipe) send(raw *nats.Msg, done func(error)) {
 }
 
 func (p *ackPipe) publish(a *pipedAck) error {
-	return p.nc.PublishRequest(a.raw.Reply, p.prefix+"."+strconv.FormatUint(a.token, 10), ackBody)
+	var buf [96]byte
+	reply := strconv.AppendUint(append(append(buf[:0], p.prefix...), '.'), a.token, 10)
+	return p.nc.PublishRequest(a.raw.Reply, string(reply), ackBody)
 }
 
 var ackBody = []byte("+ACK")

@@ -4,8 +4,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ackSeqs reads a delivered message's delivery count and stream and
@@ -53,6 +55,56 @@ func ackSeqs(raw *nats.Msg) (delivered, stream, consumer uint64, ok bool) {
 	return vals[0], vals[1], vals[2], true
 }
 
+// ackMetadata is raw's metadata as nats.Msg.Metadata reads it off the ack
+// subject, built once (Metadata builds nats' struct, which jsMsg.Metadata
+// then copied into jetstream's: two allocations for every message whose
+// handler asks). ok is false where Metadata would fail: the caller asks it
+// then, for its error.
+func ackMetadata(raw *nats.Msg) (*jetstream.MsgMetadata, bool) {
+	s := raw.Reply
+	if raw.Sub == nil || !strings.HasPrefix(s, "$JS.ACK.") {
+		return nil, false
+	}
+	// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>,
+	// or with <domain>.<account hash> before <stream> and perhaps a token
+	// after <pending>: positions as nats.go numbers them, the domain and
+	// hash left empty in the short form.
+	n := strings.Count(s, ".") + 1
+	if n != 9 && n < 11 {
+		return nil, false
+	}
+	var tok [11]string
+	for i := range tok {
+		if n == 9 && (i == 2 || i == 3) {
+			continue
+		}
+		tok[i], s, _ = strings.Cut(s, ".")
+	}
+	if tok[2] == "_" {
+		tok[2] = ""
+	}
+	return &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Consumer: ackNum(tok[8]), Stream: ackNum(tok[7])},
+		NumDelivered: ackNum(tok[6]),
+		NumPending:   ackNum(tok[10]),
+		Timestamp:    time.Unix(0, int64(ackNum(tok[9]))),
+		Stream:       tok[4],
+		Consumer:     tok[5],
+		Domain:       tok[2],
+	}, true
+}
+
+// ackNum reads a number as nats.go does: 0 unless every byte is a digit.
+func ackNum(d string) (n uint64) {
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return 0
+		}
+		n = n*10 + uint64(d[i]-'0')
+	}
+	return n
+}
+
 func parseUint(s string) (uint64, bool) {
 	if s == "" || s[0] < '0' || s[0] > '9' {
 		return 0, false
@@ -76,7 +128,12 @@ type seqRing struct {
 	next int
 }
 
-func newSeqRing(n int) *seqRing { return &seqRing{seqs: make([]uint64, n), set: map[uint64]bool{}} }
+// newSeqRing sizes the set for n at once: it holds n sequences for good
+// after the first n, and growing to that many, entry by entry, was a map
+// growth every so often on every message's path.
+func newSeqRing(n int) *seqRing {
+	return &seqRing{seqs: make([]uint64, n), set: make(map[uint64]bool, n)}
+}
 
 func (r *seqRing) add(seq uint64) {
 	r.mu.Lock()
@@ -101,7 +158,7 @@ func (r *seqRing) clear() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.seqs)
-	r.set = map[uint64]bool{}
+	clear(r.set)
 	r.next = 0
 }
 

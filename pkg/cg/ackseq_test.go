@@ -35,6 +35,36 @@ func TestAckSeqsMatchesMetadata(t *testing.T) {
 	}
 }
 
+// ackMetadata builds what nats.go's Metadata reads, field for field, and
+// leaves to it every subject it refuses.
+func TestAckMetadataMatchesMetadata(t *testing.T) {
+	for _, reply := range []string{
+		"$JS.ACK.ORDERS.g-m1.1.42.7.1700000000000000000.3",
+		"$JS.ACK.ORDERS.g-m1.12.18446744073709551615.9.1700000000000000000.0",
+		"$JS.ACK._.ACCHASH.ORDERS.g-m1.2.100.99.1700000000000000000.5.RND",
+		"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0",
+		"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0.a.b",
+		"$JS.ACK.S.C.x.42.7.1.3",
+		"$JS.ACK.S.C.1.-2.7.1.3",
+		"$JS.ACK.a.b.S.C.1.2.3.4.5",
+		"", "_INBOX.x.y", "$JS.ACK.ORDERS.g-m1.1.42.7", "$JS.ACK.a.b.S.C.1.2", "$JS.ACKX.a.b.c.d.e.f.g",
+	} {
+		raw := &nats.Msg{Reply: reply, Sub: &nats.Subscription{}}
+		want, wantErr := jsMsg{m: raw}.slowMetadata()
+		got, ok := ackMetadata(raw)
+		if (wantErr != nil) == ok {
+			t.Errorf("%q: read %v, Metadata's error %v", reply, ok, wantErr)
+			continue
+		}
+		if ok && *got != *want {
+			t.Errorf("%q: got %+v, Metadata says %+v", reply, *got, *want)
+		}
+	}
+	if _, ok := ackMetadata(&nats.Msg{Reply: "$JS.ACK.S.C.1.2.3.4.5"}); ok {
+		t.Error("a message of no subscription read (Metadata refuses it)")
+	}
+}
+
 func BenchmarkAckSeqs(b *testing.B) {
 	m := &nats.Msg{Reply: "$JS.ACK._.ACCHASH.ORDERS.g-m1.2.100.99.1700000000000000000.5.RND", Sub: &nats.Subscription{}}
 	b.Run("ackSeqs", func(b *testing.B) {

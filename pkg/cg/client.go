@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,6 +21,12 @@ import (
 // Client administers groups and joins members. It is safe for concurrent use.
 type Client struct {
 	js jetstream.JetStream
+
+	// posKV is the bucket of saved positions once opened (positions.go):
+	// pinned instances save theirs every second and on stop, and opening
+	// the bucket each time was a round trip more each time.
+	posMu sync.Mutex
+	posKV jetstream.KeyValue
 }
 
 // New returns a Client that works through js.

@@ -221,8 +221,18 @@ func (s bindingSink) handle(raw *nats.Msg) {
 func (s bindingSink) callHandler(raw *nats.Msg) {
 	m := s.m
 	subject, p := partition.StripPartition(raw.Subject)
-	m.handler(s.handlerCtx(), &Msg{Msg: s.msg(raw), subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
-		ackBound: min(m.opts.AckWait, doubleAckTimeout)})
+	h := &handedMsg{j: s.msg(raw)}
+	h.msg = Msg{Msg: &h.j, subject: subject, partition: p, pinID: raw.Header.Get("Nats-Pin-Id"),
+		ackBound: min(m.opts.AckWait, doubleAckTimeout)}
+	m.handler(s.handlerCtx(), &h.msg)
+}
+
+// handedMsg is a message as the handler gets it and the runtime's message
+// inside it, made together: one allocation for every message handled
+// where the two were two.
+type handedMsg struct {
+	msg Msg
+	j   jsMsg
 }
 
 func (s bindingSink) msg(raw *nats.Msg) jsMsg {
@@ -329,6 +339,14 @@ func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, int, bool) {
 		return 0, 0, false
 	}
 	handedBack := m.takeHandOff()
+	if md.Sequence.Consumer == 1 && md.NumDelivered == 1 {
+		// The consumer's very first delivery (since it was made or
+		// reset, which clears what was pending): nothing was delivered
+		// before it, so no earlier pin can have left anything unacked,
+		// and asking the consumer (three round trips before the
+		// partition's first message is handled) would find nothing.
+		return 0, 0, false
+	}
 	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 	defer cancel()
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)

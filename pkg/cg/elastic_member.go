@@ -44,10 +44,15 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		return nil, err
 	}
 	m.opts = opts
-	cfg, _, err := c.getElastic(ctx, stream, group)
+	sg, err := c.findGroup(ctx, KindElastic, stream, group)
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := decodeElastic(sg.entry.Key(), sg.entry.Value())
+	if err != nil {
+		return nil, err
+	}
+	m.joinKV = sg.kv
 	if err := m.setupPoison(ctx); err != nil {
 		return nil, err
 	}
@@ -59,7 +64,7 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 			return nil, err
 		}
 	}
-	if err := c.joinElasticPreflight(ctx, stream, cfg); err != nil {
+	if err := joinElasticPreflight(m.joinInfo, cfg); err != nil {
 		return nil, err
 	}
 	if ws, err := c.js.Stream(ctx, m.cstream); err != nil {
@@ -77,10 +82,12 @@ func (c *Client) JoinElastic(ctx context.Context, stream, group, member string, 
 		return nil, err
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	kv, err := c.bucket(ctx, ElasticBucket)
-	if err != nil {
-		m.cancel()
-		return nil, err
+	kv := m.joinKV
+	if sg.bucket != ElasticBucket {
+		if kv, err = c.bucket(ctx, ElasticBucket); err != nil {
+			m.cancel()
+			return nil, err
+		}
 	}
 	if err := m.watchGroup(kv); err != nil {
 		return nil, err

@@ -118,13 +118,9 @@ func staticKeyTokens(pt partition.PartitionTransform) func(string) ([]string, bo
 			return []string{subject}, true
 		}
 	}
-	pos := make([]int, 0, len(pt.Wildcards))
-	for _, w := range pt.Wildcards {
-		i, ok := at[w]
-		if !ok {
-			return func(string) ([]string, bool) { return nil, false }
-		}
-		pos = append(pos, i)
+	pos, ok := staticKeyPositions(pt.Wildcards, at)
+	if !ok {
+		return func(string) ([]string, bool) { return nil, false }
 	}
 	return func(subject string) ([]string, bool) {
 		toks := strings.Split(subject, ".")
@@ -137,4 +133,58 @@ func staticKeyTokens(pt partition.PartitionTransform) func(string) ([]string, bo
 		}
 		return out, true
 	}
+}
+
+// staticKeyPositions are the destination token positions of the hashed
+// wildcards (at maps a wildcard to its position); ok is false when one is
+// not written.
+func staticKeyPositions(wildcards []int, at map[int]int) (pos []int, ok bool) {
+	for _, w := range wildcards {
+		i, ok := at[w]
+		if !ok {
+			return nil, false
+		}
+		pos = append(pos, i)
+	}
+	return pos, true
+}
+
+// oneTokenKey reads, for a transform hashing one wildcard that its
+// destination writes back, the key as that token of the subject: a slice
+// of it, where the general reader splits the subject and joins tokens for
+// every message. ok is false for any other transform.
+func oneTokenKey(pt partition.PartitionTransform) (func(string) (string, bool), bool) {
+	if len(pt.Wildcards) != 1 {
+		return nil, false
+	}
+	i := strings.Index(pt.Destination, "}}")
+	if i < 0 {
+		return nil, false
+	}
+	rest := strings.TrimPrefix(pt.Destination[i+2:], ".")
+	if rest == "" {
+		return nil, false
+	}
+	at := -1
+	for n, t := range strings.Split(rest, ".") {
+		if w, ok := wildcardRef(t); ok && w == pt.Wildcards[0] {
+			at = n // the last one, as staticKeyTokens takes it
+		}
+	}
+	if at < 0 {
+		return nil, false
+	}
+	return func(subject string) (string, bool) {
+		for range at {
+			dot := strings.IndexByte(subject, '.')
+			if dot < 0 {
+				return "", false
+			}
+			subject = subject[dot+1:]
+		}
+		if dot := strings.IndexByte(subject, '.'); dot >= 0 {
+			subject = subject[:dot]
+		}
+		return subject, true
+	}, true
 }

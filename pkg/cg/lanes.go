@@ -122,9 +122,12 @@ func (m *Member) prepareLanes(ctx context.Context, elastic *ElasticConfig) error
 		}
 		return nil
 	}
-	si, err := m.c.streamInfo(ctx, m.stream)
-	if err != nil {
-		return err
+	si := m.joinInfo
+	if si == nil {
+		var err error
+		if si, err = m.c.streamInfo(ctx, m.stream); err != nil {
+			return err
+		}
 	}
 	pt, err := StreamPartitioning(si)
 	if err != nil {
@@ -144,6 +147,9 @@ func elasticKeyOf(filters []PartitioningFilter) func(string) (string, bool) {
 // stripped) of a stream transformed by pt (staticKeyTokens); when it cannot
 // be read, the stage orders by partition, which every key's messages share.
 func staticKeyOf(pt partition.PartitionTransform) func(string) (string, bool) {
+	if key, ok := oneTokenKey(pt); ok {
+		return key
+	}
 	return joinedKey(staticKeyTokens(pt), "")
 }
 
@@ -165,29 +171,47 @@ func wildcardRef(t string) (int, bool) {
 // laneKeyFunc is the stage's key of a delivered message for the member's
 // order: a key for OrderKey, its partition for OrderPartition, the message
 // itself for OrderNone.
-func laneKeyFunc(o JoinOptions, keyOf func(subject string) (string, bool)) func(raw *nats.Msg, seq uint64) string {
+func laneKeyFunc(o JoinOptions, keyOf func(subject string) (string, bool)) func(raw *nats.Msg, seq uint64) laneID {
 	switch o.Order {
 	case OrderNone:
-		return func(_ *nats.Msg, seq uint64) string { return "#" + strconv.FormatUint(seq, 10) }
+		return func(_ *nats.Msg, seq uint64) laneID { return laneID{kind: '#', n: seq} }
 	case OrderPartition:
 		keyOf = nil
 	}
-	key := func(raw *nats.Msg, _ uint64) string {
+	key := func(raw *nats.Msg, _ uint64) laneID {
 		subject, p := partition.StripPartition(raw.Subject)
 		if keyOf != nil {
 			if k, ok := keyOf(subject); ok {
-				return "k" + k
+				return laneID{kind: 'k', s: k}
 			}
 		}
-		return "p" + strconv.Itoa(p)
+		return laneID{kind: 'p', n: uint64(p)}
 	}
 	if o.hashLanes {
 		n := uint32(o.Concurrency)
-		return func(raw *nats.Msg, seq uint64) string {
-			return "h" + strconv.FormatUint(uint64(partition.Hash(key(raw, seq))%n), 10)
+		return func(raw *nats.Msg, seq uint64) laneID {
+			return laneID{kind: 'h', n: uint64(partition.Hash(key(raw, seq).String()) % n)}
 		}
 	}
 	return key
+}
+
+// laneID names what a lane stage keeps in order: a key (kind 'k', s), a
+// partition ('p', n), a message alone ('#', its stream sequence n) or a
+// fixed lane ('h', n). A value rather than a string built for each
+// message: a key read off the subject is a slice of it, so naming the
+// lane allocates nothing.
+type laneID struct {
+	kind byte
+	s    string
+	n    uint64
+}
+
+func (id laneID) String() string {
+	if id.kind == 'k' {
+		return "k" + id.s
+	}
+	return string(id.kind) + strconv.FormatUint(id.n, 10)
 }
 
 // laneStage is the concurrent delivery stage (see the top of the file).
@@ -195,7 +219,7 @@ type laneStage struct {
 	// stageKeep: mu, the hand back flag, the new-pin barrier and the
 	// keep-alive loop (stage_keep.go); its holdFor bounds a key's hold.
 	stageKeep
-	keyOf func(raw *nats.Msg, seq uint64) string
+	keyOf func(raw *nats.Msg, seq uint64) laneID
 	hold  bool // hold a key after an unacked message
 
 	// cond wakes a worker for a ready key (one per key made ready) and
@@ -204,8 +228,9 @@ type laneStage struct {
 	// idle worker only for them to sleep again.
 	cond   *sync.Cond
 	idle   *sync.Cond
-	keys   map[string]*laneKey
+	keys   map[laneID]*laneKey
 	ready  []*laneKey // keys that can run, in the order they became ready
+	spare  []*laneKey // idle keys forgotten, for reuse (forget)
 	queued int
 	busy   int                 // calls in flight (admit + handler)
 	open   map[uint64]struct{} // handled, ended unacked, not handled again since
@@ -218,8 +243,8 @@ type laneStage struct {
 }
 
 type laneKey struct {
-	key      string
-	msgs     []*laneMsg // in stream-sequence order
+	key      laneID
+	msgs     []laneMsg // in stream-sequence order
 	running  bool
 	inReady  bool
 	held     uint64 // the stream sequence the key waits for; 0: none
@@ -237,7 +262,7 @@ func newLaneStage(o JoinOptions, keyOf func(subject string) (string, bool), sink
 	s := &laneStage{
 		keyOf:  laneKeyFunc(o, keyOf),
 		hold:   o.Order != OrderNone,
-		keys:   map[string]*laneKey{},
+		keys:   map[laneID]*laneKey{},
 		open:   map[uint64]struct{}{},
 		acking: map[uint64]*laneKey{},
 	}
@@ -271,10 +296,20 @@ func (s *laneStage) markReady(k *laneKey) {
 }
 
 func (s *laneStage) forget(k *laneKey) {
-	if !k.running && !k.inReady && !k.acking && len(k.msgs) == 0 && k.held == 0 {
+	if !k.running && !k.inReady && !k.acking && len(k.msgs) == 0 && k.held == 0 && s.keys[k.key] == k {
 		delete(s.keys, k.key)
+		// Nothing refers to an idle key but the map: kept for the next
+		// new key (most keys of a large key space come and go with each
+		// message, and each was two allocations).
+		if len(s.spare) < maxSpareKeys {
+			*k = laneKey{msgs: k.msgs[:0]}
+			s.spare = append(s.spare, k)
+		}
 	}
 }
+
+// maxSpareKeys bounds the idle keys a lane stage keeps for reuse.
+const maxSpareKeys = 1024
 
 func (s *laneStage) accept(raw *nats.Msg) {
 	seq := streamSeq(raw)
@@ -295,10 +330,15 @@ func (s *laneStage) accept(raw *nats.Msg) {
 		return
 	}
 	if k == nil {
-		k = &laneKey{key: key}
+		if n := len(s.spare); n > 0 {
+			k, s.spare = s.spare[n-1], s.spare[:n-1]
+			k.key = key
+		} else {
+			k = &laneKey{key: key}
+		}
 		s.keys[key] = k
 	}
-	i, found := slices.BinarySearchFunc(k.msgs, seq, func(q *laneMsg, seq uint64) int {
+	i, found := slices.BinarySearchFunc(k.msgs, seq, func(q laneMsg, seq uint64) int {
 		return cmpSeq(q.seq, seq)
 	})
 	if found && seq != 0 {
@@ -307,7 +347,7 @@ func (s *laneStage) accept(raw *nats.Msg) {
 		k.msgs[i].raw, k.msgs[i].kept = raw, time.Now()
 		return
 	}
-	k.msgs = slices.Insert(k.msgs, i, &laneMsg{raw: raw, seq: seq, kept: time.Now()})
+	k.msgs = slices.Insert(k.msgs, i, laneMsg{raw: raw, seq: seq, kept: time.Now()})
 	s.queued++
 	s.markReady(k)
 }
@@ -357,8 +397,15 @@ func (s *laneStage) work() {
 			continue
 		}
 		lm := k.msgs[0]
-		k.msgs[0] = nil
-		k.msgs = k.msgs[1:]
+		if len(k.msgs) <= 8 {
+			// A short queue (a key's, most of the time) is shifted down
+			// rather than sliced off the front, so that it keeps its room
+			// for the key's next message.
+			k.msgs = slices.Delete(k.msgs, 0, 1)
+		} else {
+			k.msgs[0] = laneMsg{}
+			k.msgs = k.msgs[1:]
+		}
 		s.queued--
 		k.running = true
 		s.busy++
@@ -470,8 +517,8 @@ func (s *laneStage) keepDue(now time.Time, due []*nats.Msg) []*nats.Msg {
 			k.held = 0
 			s.markReady(k)
 		}
-		for _, q := range k.msgs {
-			if now.Sub(q.kept) >= s.keepEvery {
+		for i := range k.msgs {
+			if q := &k.msgs[i]; now.Sub(q.kept) >= s.keepEvery {
 				q.kept = now
 				due = append(due, q.raw)
 			}
@@ -488,7 +535,7 @@ func (s *laneStage) handBack() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handingBack = true
-	var back []*laneMsg
+	var back []laneMsg
 	for _, k := range s.keys {
 		if k.running || k.acking {
 			// Handed back when the call returns or the ack's reply is
@@ -503,7 +550,7 @@ func (s *laneStage) handBack() {
 		s.forget(k)
 	}
 	s.ready = nil
-	slices.SortFunc(back, func(a, b *laneMsg) int { return cmpSeq(a.seq, b.seq) })
+	slices.SortFunc(back, func(a, b laneMsg) int { return cmpSeq(a.seq, b.seq) })
 	for _, q := range back {
 		_ = q.raw.Nak()
 	}

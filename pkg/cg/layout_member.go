@@ -169,12 +169,16 @@ func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg health.G
 	if err := m.prepareLanes(ctx, ecfg); err != nil {
 		return nil, err
 	}
-	sg, err := c.findGroup(ctx, k, m.stream, m.group)
-	if err != nil {
-		return nil, err
+	kv := m.joinKV
+	if kv == nil {
+		sg, err := c.findGroup(ctx, k, m.stream, m.group)
+		if err != nil {
+			return nil, err
+		}
+		kv = sg.kv
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	if err := m.watchGroup(sg.kv); err != nil {
+	if err := m.watchGroup(kv); err != nil {
 		return nil, err
 	}
 	switch k {
@@ -199,6 +203,12 @@ func (c *Client) joinLayout(ctx context.Context, m *Member, k Kind, cfg health.G
 // startAll starts the runtimes of parts, a few at a time (each is a couple
 // of requests to the server).
 func (lp *layoutParent) startAll(ctx context.Context, parts []int) error {
+	return errors.Join(lp.startEach(ctx, parts)...)
+}
+
+// startEach starts the runtimes of parts, a few at a time, and returns
+// each one's error.
+func (lp *layoutParent) startEach(ctx context.Context, parts []int) []error {
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	errs := make([]error, len(parts))
@@ -212,7 +222,7 @@ func (lp *layoutParent) startAll(ctx context.Context, parts []int) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errs
 }
 
 // start binds and starts partition p's runtime.
@@ -417,15 +427,22 @@ func (s *layoutElastic) reconcile() time.Duration {
 	var failed error
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	for _, p := range gained {
-		if s.stopping.Load() {
-			return 0
-		}
-		if err := s.lp.start(ctx, p); err != nil {
-			failed = err
+	if s.stopping.Load() {
+		return 0
+	}
+	// All at once, as a static instance starts its partitions: each is a
+	// few round trips, which one after another made the join of a member
+	// of many partitions that many times slower.
+	errs := s.lp.startEach(ctx, gained)
+	for i := range gained {
+		if errs[i] != nil {
+			failed = errs[i]
 			continue
 		}
 		changed = true
+	}
+	if s.stopping.Load() {
+		return 0
 	}
 	s.mu.Lock()
 	s.partitions = s.runningParts()

@@ -165,10 +165,7 @@ func (m *Member) watchdog(b *binding) {
 		// follows, waits for them before it takes stock (handBackOrphans).
 		m.handOff.mu.Lock()
 		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
-		s, err := m.c.js.Stream(ctx, m.cstream)
-		if err == nil {
-			err = s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
-		}
+		err = m.c.unpinConsumer(ctx, m.cstream, m.consumer)
 		cancel()
 		handedBack := false
 		if err == nil {
@@ -394,8 +391,9 @@ type lostDeliveries struct {
 const lostCheckDelay = 200 * time.Millisecond
 
 func (l *lostDeliveries) note(msg *nats.Msg) {
-	if md, err := msg.Metadata(); err == nil {
-		l.cseq, l.sseq = max(l.cseq, md.Sequence.Consumer), max(l.sseq, md.Sequence.Stream)
+	// Off the ack subject without allocating: this runs for every message.
+	if _, sseq, cseq, ok := ackSeqs(msg); ok {
+		l.cseq, l.sseq = max(l.cseq, cseq), max(l.sseq, sseq)
 	}
 }
 

@@ -2,8 +2,10 @@ package cg
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +64,16 @@ func (m *Msg) Raw() jetstream.Msg { return m.Msg }
 // serial member gains nothing from pipelining anyway, as the server sends
 // the next message only once the ack is in.
 func (m *Msg) DoubleAckAsync(done func(err error)) {
-	j, ok := m.Msg.(jsMsg)
+	var j jsMsg
+	ok := true
+	switch v := m.Msg.(type) {
+	case *jsMsg:
+		j = *v
+	case jsMsg:
+		j = v
+	default:
+		ok = false
+	}
 	if !ok {
 		ctx, cancel := context.WithTimeout(context.Background(), doubleAckTimeout)
 		err := m.Msg.DoubleAck(ctx)
@@ -123,6 +134,14 @@ type Member struct {
 	layout  *layoutParent
 	posName string
 
+	// joinInfo is the group's stream as the join read it: the join's
+	// checks (preflight, the lanes' key reader) look at this one reading
+	// rather than asking the server again, a round trip each.
+	joinInfo *jetstream.StreamInfo
+	// joinKV is the bucket the join found the group's entry in, which the
+	// instance then watches.
+	joinKV jetstream.KeyValue
+
 	// dyn runs dynamic membership (dynamic.go); dynClosed: the instance
 	// has stopped, so none is started after.
 	dyn       *dynamicMember
@@ -173,9 +192,11 @@ func (m *Member) join(ctx context.Context, h Handler, opts JoinOptions) (JoinOpt
 	if err := CheckServerVersion(v, false); err != nil {
 		return opts, err
 	}
-	if _, err := m.c.streamInfo(ctx, m.stream); err != nil {
+	si, err := m.c.streamInfo(ctx, m.stream)
+	if err != nil {
 		return opts, err
 	}
+	m.joinInfo = si
 	return opts, nil
 }
 
@@ -663,11 +684,37 @@ func (m *Member) withdrawPull() {
 func (m *Member) unpin() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := m.c.js.Stream(ctx, m.cstream)
+	return m.c.unpinConsumer(ctx, m.cstream, m.consumer)
+}
+
+// unpinConsumer unpins whoever holds consumer's pin in the PCG priority
+// group: the request jetstream's Stream.UnpinConsumer sends, without the
+// stream info a Stream handle costs first (a round trip more in every
+// stop and every takeover).
+func (c *Client) unpinConsumer(ctx context.Context, stream, consumer string) error {
+	if consumer == "" || strings.ContainsAny(consumer, ".*> \t\r\n") {
+		return fmt.Errorf("invalid consumer name %q", consumer)
+	}
+	body, _ := json.Marshal(struct {
+		Group string `json:"group"`
+	}{PriorityGroup})
+	msg, err := c.Conn().RequestWithContext(ctx, apiPrefix(c.js)+"CONSUMER.UNPIN."+stream+"."+consumer, body)
 	if err != nil {
 		return err
 	}
-	return s.UnpinConsumer(ctx, m.consumer, PriorityGroup)
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("unpin consumer %s on %s: %w", consumer, stream, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeConsumerNotFound {
+			return jetstream.ErrConsumerNotFound
+		}
+		return resp.Error
+	}
+	return nil
 }
 
 // Done is closed when the instance has stopped.

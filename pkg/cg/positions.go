@@ -39,14 +39,51 @@ func (c *Client) positions(ctx context.Context, replicas int) (jetstream.KeyValu
 	return c.bucketFor(ctx, PositionsBucket, replicas)
 }
 
+// openPositions is the positions bucket, opened once per client and kept
+// (forgetPositions drops it when using it failed): ErrBucketNotFound
+// (wrapped) when there is none yet.
+func (c *Client) openPositions(ctx context.Context) (jetstream.KeyValue, error) {
+	c.posMu.Lock()
+	kv := c.posKV
+	c.posMu.Unlock()
+	if kv != nil {
+		return kv, nil
+	}
+	kv, err := c.js.KeyValue(ctx, PositionsBucket)
+	if err != nil {
+		return nil, err
+	}
+	c.keepPositions(kv)
+	return kv, nil
+}
+
+func (c *Client) keepPositions(kv jetstream.KeyValue) {
+	c.posMu.Lock()
+	c.posKV = kv
+	c.posMu.Unlock()
+}
+
+// forgetPositions drops the kept bucket kv (deleted, say): the next use
+// opens it afresh.
+func (c *Client) forgetPositions(kv jetstream.KeyValue) {
+	c.posMu.Lock()
+	if c.posKV == kv {
+		c.posKV = nil
+	}
+	c.posMu.Unlock()
+}
+
 // savedPosition reads a member's saved position (ok false when none).
 func (c *Client) savedPosition(ctx context.Context, stream, group, member string) (Position, bool) {
-	kv, err := c.js.KeyValue(ctx, PositionsBucket)
+	kv, err := c.openPositions(ctx)
 	if err != nil {
 		return Position{}, false
 	}
 	e, err := kv.Get(ctx, positionKey(stream, group, member))
 	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			c.forgetPositions(kv)
+		}
 		return Position{}, false
 	}
 	var p Position
@@ -68,17 +105,25 @@ func (m *Member) savePosition(last *uint64) {
 	if floor == 0 || floor == *last {
 		return
 	}
-	si, err := m.c.js.Stream(ctx, m.cstream)
-	if err != nil {
-		return
-	}
-	kv, err := m.c.positions(ctx, si.CachedInfo().Config.Replicas)
-	if err != nil {
+	kv, err := m.c.openPositions(ctx)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// The first save of all: made with the stream's replicas.
+		si, err := m.c.js.Stream(ctx, m.cstream)
+		if err != nil {
+			return
+		}
+		if kv, err = m.c.positions(ctx, si.CachedInfo().Config.Replicas); err != nil {
+			return
+		}
+		m.c.keepPositions(kv)
+	} else if err != nil {
 		return
 	}
 	raw, _ := json.Marshal(Position{AckFloor: floor, Saved: time.Now().UTC()})
 	if _, err := kv.Put(ctx, positionKey(m.stream, m.group, m.positionName()), raw); err == nil {
 		*last = floor
+	} else {
+		m.c.forgetPositions(kv)
 	}
 }
 

@@ -1,7 +1,6 @@
 package cg
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -468,21 +467,14 @@ func (sp subjectSpace) stampedHint() string {
 	return strings.Join(out, " and ")
 }
 
-// joinStaticPreflight is staticPreflight for an instance about to start.
-func (c *Client) joinStaticPreflight(ctx context.Context, stream string, cfg StaticConfig) error {
-	si, err := c.streamInfo(ctx, stream)
-	if err != nil {
-		return err
-	}
+// joinStaticPreflight is staticPreflight for an instance about to start,
+// over the stream info its join read.
+func joinStaticPreflight(si *jetstream.StreamInfo, cfg StaticConfig) error {
 	return staticPreflight(si, cfg, true)
 }
 
 // joinElasticPreflight is elasticPreflight for an instance about to start.
-func (c *Client) joinElasticPreflight(ctx context.Context, stream string, cfg ElasticConfig) error {
-	si, err := c.streamInfo(ctx, stream)
-	if err != nil {
-		return err
-	}
+func joinElasticPreflight(si *jetstream.StreamInfo, cfg ElasticConfig) error {
 	return elasticPreflight(si, cfg)
 }
 

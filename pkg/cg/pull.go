@@ -21,8 +21,21 @@ import (
 // back (nak) instead of vanishing into an unsubscribed inbox and sitting
 // unacknowledged, blocking its partition, until the ack wait runs out.
 
-// pullBatch is how many messages one pull request may bring.
-const pullBatch = 128
+// pullBatch is how many messages one pull request may bring, at least;
+// a consumer allowed more unacknowledged messages asks for half of them
+// at a time, up to maxPullBatch (pullBatchFor).
+const (
+	pullBatch    = 128
+	maxPullBatch = 1024
+)
+
+// pullBatchFor is the batch of a consumer with max ack pending mp. The
+// next request leaves only once the last one was filled, so a batch far
+// below what the consumer may have outstanding (a member at max ack
+// pending 1000) left the partition without a request, waiting a round
+// trip, every 128 messages; half the window keeps one filling while the
+// member works through the other half, as jetstream's Consume does.
+func pullBatchFor(mp int) int { return min(max(mp/2, pullBatch), maxPullBatch) }
 
 // pullRequest is the JetStream "next messages" request with a priority group.
 type pullRequest struct {
@@ -194,6 +207,14 @@ func (j jsMsg) TermWithReason(reason string) error {
 }
 
 func (j jsMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	if md, ok := ackMetadata(j.m); ok {
+		return md, nil
+	}
+	return j.slowMetadata()
+}
+
+// slowMetadata is Metadata through nats.go, for what ackMetadata leaves.
+func (j jsMsg) slowMetadata() (*jetstream.MsgMetadata, error) {
 	md, err := j.m.Metadata()
 	if err != nil {
 		return nil, err
@@ -260,11 +281,11 @@ func newPuller(m *Member) (*puller, error) {
 		// One long-lived request rather than one per message: the server
 		// sends the next message the moment the last is acked, and the
 		// request stays visible as this instance's waiting pull.
-		batch: pullBatch,
+		batch: pullBatchFor(m.opts.MaxAckPending),
 	}
 	// The server never has more than MaxAckPending messages unacknowledged,
 	// so the loop never blocks on a channel this size.
-	p.in = make(chan *nats.Msg, min(m.opts.MaxAckPending, 4096)+pullBatch+64)
+	p.in = make(chan *nats.Msg, min(m.opts.MaxAckPending, 4096)+p.batch+64)
 	p.got = newSeqRing(cap(p.in))
 	sub, err := nc.ChanSubscribe(p.inbox, p.in)
 	if err != nil {

@@ -67,10 +67,15 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if _, err := opts.checkDynamic(KindStatic, group); err != nil {
 		return nil, err
 	}
-	cfg, _, err := c.getStatic(ctx, stream, group)
+	sg, err := c.findGroup(ctx, KindStatic, stream, group)
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := decodeStatic(sg.entry.Key(), sg.entry.Value())
+	if err != nil {
+		return nil, err
+	}
+	m.joinKV = sg.kv
 	if err := m.setupPoison(ctx); err != nil {
 		return nil, err
 	}
@@ -80,7 +85,7 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	if err := CheckJoinStatic(stream, group, member, cfg); err != nil {
 		return nil, err
 	}
-	if err := c.joinStaticPreflight(ctx, stream, cfg); err != nil {
+	if err := joinStaticPreflight(m.joinInfo, cfg); err != nil {
 		return nil, err
 	}
 	st.static = cfg
@@ -93,9 +98,12 @@ func (c *Client) JoinStatic(ctx context.Context, stream, group, member string, h
 	m.partitions = cfg.Assignment().MemberPartitions(member)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 
-	kv, err := c.bucket(ctx, StaticBucket)
-	if err != nil {
-		return nil, err
+	kv := m.joinKV
+	if sg.bucket != StaticBucket {
+		if kv, err = c.bucket(ctx, StaticBucket); err != nil {
+			m.cancel()
+			return nil, err
+		}
 	}
 	if err := m.watchGroup(kv); err != nil {
 		return nil, err
