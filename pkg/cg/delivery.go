@@ -368,10 +368,13 @@ func (s bindingSink) handBackOrphans(raw *nats.Msg) (uint64, int, bool) {
 			// The server is redelivering (what the previous instance handed
 			// back, or what its ack wait ran out on): the rest of that burst
 			// is on its way here, and a nak of one already delivered here
-			// would have it delivered yet again. Let what is in flight land
-			// first (the burst left with the first message), and nak only
-			// what did not come.
-			for wait := time.Now().Add(50 * time.Millisecond); len(s.b.puller.in) > 0 && time.Now().Before(wait); {
+			// would have it delivered yet again. Let everything the consumer
+			// had delivered when it was asked land first, and nak only what
+			// did not come. (Judged by consumer sequence, not by a quiet: a
+			// loaded process takes in its socket late, and a nak of what it
+			// had not read yet sent those messages round a third time.)
+			// Bounded: a delivery a reconnect lost never lands.
+			for wait := time.Now().Add(time.Second); s.b.puller.gotUpTo.Load() < ci.Delivered.Consumer && time.Now().Before(wait) && ctx.Err() == nil; {
 				time.Sleep(time.Millisecond)
 			}
 		}

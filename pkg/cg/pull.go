@@ -262,6 +262,10 @@ type puller struct {
 	cancelled  atomic.Bool
 	cancelOnce sync.Once
 
+	// gotUpTo is the highest consumer sequence the loop has taken in (its
+	// stream sequence is in got by then).
+	gotUpTo atomic.Uint64
+
 	// Owned by the loop goroutine.
 	sentAt      time.Time
 	outstanding bool
@@ -348,7 +352,9 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 				p.outstanding = false
 			}
 			p.m.notePin(msg)
-			p.got.add(streamSeq(msg))
+			_, sseq, cseq, _ := ackSeqs(msg)
+			p.got.add(sseq)
+			storeMaxU(&p.gotUpTo, cseq)
 			work <- msg
 		}
 	}
@@ -437,6 +443,16 @@ func (p *puller) checkFence() {
 		p.m.fence(gap)
 	}
 	storeMax(&p.lastTick, ran)
+}
+
+// storeMaxU sets a to v unless it holds a larger value already.
+func storeMaxU(a *atomic.Uint64, v uint64) {
+	for {
+		old := a.Load()
+		if old >= v || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // storeMax sets a to v unless it holds a later time already.
