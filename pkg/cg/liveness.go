@@ -31,6 +31,23 @@ import (
 // than after the ack wait. A pinned instance that never answered (the
 // reference's) is never unpinned this way: it is left to the TTL.
 //
+//   - "No responders" from a pin under which the server has delivered
+//     nothing means the pin is stranded: the server gave it to a pull
+//     request whose instance had already withdrawn it. The server picks
+//     the request to pin when it has a message to deliver, and it gives
+//     the first waiting request without a pin id the new pin before it
+//     looks whether anyone still listens on the request's reply subject;
+//     finding no one, it drops the request but keeps the pin, refuses
+//     every other instance's pulls and frees the pin only at its TTL. An
+//     instance that let go of the consumer before it was pinned (a
+//     partition moved on again before its pin came to it, a standby that
+//     stopped) leaves such a request behind for a moment. The standby
+//     unpins it at once. That takes nothing from anyone: a pinned
+//     instance learns its pin only from a message delivered under it, and
+//     the server gives the pin and delivers that message in one step, so
+//     a pin with nothing delivered under it holds no message, and no
+//     instance can be acting on it.
+//
 // Fencing must match: an instance unpinned while frozen or cut off must
 // know it before it acks anything. The first missed request may be sent
 // just before the freeze, so the unpin comes at least
@@ -63,8 +80,15 @@ func (m *Member) fenceAfter() time.Duration {
 	if m.opts.LivenessInterval <= 0 {
 		return m.opts.PinnedTTL
 	}
-	soonest := time.Duration(livenessMisses-1)*m.opts.LivenessInterval + m.livenessTimeout()
-	return min(soonest*2/3, m.opts.PinnedTTL)
+	return min(m.unpinAfter()*2/3, m.opts.PinnedTTL)
+}
+
+// unpinAfter is the soonest a standby unpins a pinned instance that stopped
+// answering, counted from the first liveness request it missed, and the
+// least time a pin that never answered must have been held before a
+// standby of a partition consumer unpins it.
+func (m *Member) unpinAfter() time.Duration {
+	return time.Duration(livenessMisses-1)*m.opts.LivenessInterval + m.livenessTimeout()
 }
 
 // heartbeat is the idle heartbeat asked for on each pull: a few per fence
@@ -105,15 +129,18 @@ func (m *Member) watchdog(b *binding) {
 	var missed string             // the pin that missed the last requests
 	misses := 0
 	first := true
+	var soon <-chan time.Time // a look at a pin too young to judge, when it no longer is
 	for {
 		if !first {
 			select {
 			case <-b.stopPull:
 				return
 			case <-tick.C:
+			case <-soon:
 			}
 		}
 		first = false
+		soon = nil
 		select {
 		case <-b.stopPull:
 			return
@@ -123,7 +150,8 @@ func (m *Member) watchdog(b *binding) {
 			misses = 0
 			continue
 		}
-		pin := m.pinnedID(b)
+		ps := m.pinState()
+		pin := ps.pin
 		if pin == "" {
 			continue
 		}
@@ -134,6 +162,7 @@ func (m *Member) watchdog(b *binding) {
 		asked := time.Now()
 		_, err := m.c.Conn().Request(m.livenessSubject(pin), nil, timeout)
 		var why string
+		stranded := false // the pin never answered: it may be no instance's
 		switch {
 		case err == nil:
 			if len(answered) > 64 {
@@ -144,6 +173,21 @@ func (m *Member) watchdog(b *binding) {
 			continue
 		case errors.Is(err, nats.ErrNoResponders) && answered[pin]:
 			why = "is gone, its connection closed"
+		case errors.Is(err, nats.ErrNoResponders) && ps.undelivered():
+			why = "was never delivered to: the server pinned a pull request withdrawn by an instance that let go of the consumer"
+			stranded = true
+		case errors.Is(err, nats.ErrNoResponders) && m.isPartitionRuntime() && ps.unacked() && ps.age < m.unpinAfter():
+			soon = time.After(m.unpinAfter() - ps.age)
+			continue
+		case errors.Is(err, nats.ErrNoResponders) && m.isPartitionRuntime() && ps.unacked():
+			// What was delivered under it went to an inbox that was
+			// closing: the request was withdrawn while the message was on
+			// its way. Only cg instances read a partition consumer, and
+			// one pinned answers as soon as it reads its first message;
+			// one that has not for this long stood still, and doubts the
+			// pin (notePin), as a frozen one fences.
+			why = fmt.Sprintf("has answered no liveness check in the %s since the server pinned it, nor acked anything (what the server delivered under it went to an instance that had let go of the consumer)", ps.age.Round(time.Millisecond))
+			stranded = true
 		case errors.Is(err, nats.ErrTimeout) && answered[pin]:
 			if time.Since(asked) > 2*timeout {
 				continue // this process was starved: not the pin's fault
@@ -157,8 +201,15 @@ func (m *Member) watchdog(b *binding) {
 		}
 		// Other standbys may have seen it too: let one go first.
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
-		if m.pinnedID(b) != pin {
+		if again := m.pinState(); again.pin != pin || (stranded && ps.undelivered() && !again.undelivered()) {
 			continue
+		}
+		if stranded {
+			// Asked once more right before the unpin: an instance the pin
+			// is given to answers from its first message on.
+			if _, err := m.c.Conn().Request(m.livenessSubject(pin), nil, timeout); !errors.Is(err, nats.ErrNoResponders) {
+				continue
+			}
 		}
 		// Held from before the unpin until the naks are sent: this
 		// instance's stage, first delivered to under the pin that
@@ -168,7 +219,9 @@ func (m *Member) watchdog(b *binding) {
 		err = m.c.unpinConsumer(ctx, m.cstream, m.consumer)
 		cancel()
 		handedBack := false
-		if err == nil {
+		// A pin nothing was delivered under holds nothing: what the pin
+		// before it left was handed back by whoever let go of that one.
+		if err == nil && !ps.undelivered() {
 			if handedBack = m.nakOrphan(); handedBack {
 				m.handOff.at = time.Now()
 			}
@@ -178,6 +231,9 @@ func (m *Member) watchdog(b *binding) {
 			delete(answered, pin)
 			misses = 0
 			reason := "the pinned instance (pin " + shortID(pin) + ") " + why + ": unpinned it so a standby takes over now"
+			if stranded {
+				reason = "pin " + shortID(pin) + " " + why + ": unpinned it so a standby takes over now"
+			}
 			if handedBack {
 				reason += ", and handed what it held unacked back for redelivery"
 			}
@@ -263,8 +319,46 @@ func (m *Member) doubt() bool {
 	return m.doubted != "" && m.doubted == m.pinID
 }
 
-// pinnedID is the member consumer's current pin id, as the server says.
-func (m *Member) pinnedID(_ *binding) string { return m.serverPin() }
+// pinState is what the server says of the member consumer's pin, all in
+// one answer: its id ("" when it names none or cannot be asked), how long
+// it has been held, and the consumer's last delivery and last ack.
+type pinState struct {
+	pin       string
+	age       time.Duration // by the server's clock
+	pinnedAt  time.Time
+	delivered *time.Time // the last delivery, to any instance
+	acked     *time.Time // the last ack, from any instance
+}
+
+// undelivered: the server delivered nothing under the pin. It gives a pin
+// to a request and delivers that request's first message in one step, so
+// an instance given the pin has had a message by the time anyone can see
+// the pin, and learns the pin only from it.
+func (s pinState) undelivered() bool {
+	return s.pin != "" && !s.pinnedAt.IsZero() && (s.delivered == nil || s.delivered.Before(s.pinnedAt))
+}
+
+// unacked: nothing was acked since the pin was given.
+func (s pinState) unacked() bool {
+	return s.pin != "" && !s.pinnedAt.IsZero() && (s.acked == nil || s.acked.Before(s.pinnedAt))
+}
+
+func (m *Member) pinState() pinState {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
+	if err != nil {
+		return pinState{}
+	}
+	ci := cons.CachedInfo()
+	for _, pg := range ci.PriorityGroups {
+		if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
+			return pinState{pin: pg.PinnedClientID, age: ci.TimeStamp.Sub(pg.PinnedTS), pinnedAt: pg.PinnedTS,
+				delivered: ci.Delivered.Last, acked: ci.AckFloor.Last}
+		}
+	}
+	return pinState{}
+}
 
 // nakOrphan hands back what a dead pinned instance held unacked, which
 // would otherwise block its partitions (a full max ack pending window: one

@@ -429,7 +429,12 @@ func (m *Member) settleAcks(b *binding) {
 }
 
 // notePin records the pin id a message came with, reporting a new pin.
-func (m *Member) notePin(raw *nats.Msg) {
+// On a partition consumer a new pin learnt late (the message may have
+// waited while the instance stood still) is doubted until the server
+// confirms it: a standby there unpins a pin that answered no liveness
+// check for the soonest a frozen one is unpinned, and this instance
+// answers for the pin only from now on.
+func (m *Member) notePin(raw *nats.Msg, late bool) {
 	pid := raw.Header.Get("Nats-Pin-Id")
 	if pid == "" {
 		return
@@ -447,6 +452,9 @@ func (m *Member) notePin(raw *nats.Msg) {
 	m.pinID = pid
 	if isNew {
 		m.doubted = ""
+		if late && m.isPartitionRuntime() {
+			m.doubted = pid
+		}
 	}
 	m.mu.Unlock()
 	if isNew {
@@ -562,23 +570,6 @@ func (m *Member) fence(gap time.Duration) {
 		"frozen, starved or cut off from the server for %s (fence threshold %s, pinned TTL %s): a standby may have unpinned it or the server pinned another instance; handing buffered messages back and acking nothing delivered under pin %s",
 		gap.Round(time.Millisecond), m.fenceAfter(), m.opts.PinnedTTL, shortID(had))})
 	m.emit(Event{Kind: EventWaiting, Reason: reasonStandby})
-}
-
-// serverPin is the member consumer's pin id as the server says ("" when
-// it cannot be asked).
-func (m *Member) serverPin() string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
-	if err != nil {
-		return ""
-	}
-	for _, pg := range cons.CachedInfo().PriorityGroups {
-		if pg.Group == PriorityGroup {
-			return pg.PinnedClientID
-		}
-	}
-	return ""
 }
 
 func shortID(id string) string {

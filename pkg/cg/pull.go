@@ -252,6 +252,11 @@ type puller struct {
 	// longer than the fence threshold means the connection went silent.
 	lastHeard atomic.Int64
 
+	// stalledAt is when the loop last found itself unable to be sure of a
+	// pin (unsure): frozen, starved, or nothing heard for the fence
+	// threshold (unix nanos).
+	stalledAt atomic.Int64
+
 	// got records the stream sequences delivered to this instance lately,
 	// so that a new pin's hand back of orphans (handBackOrphans) leaves
 	// alone what was redelivered to it already.
@@ -351,7 +356,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 			if p.received >= p.batch {
 				p.outstanding = false
 			}
-			p.m.notePin(msg)
+			p.m.notePin(msg, p.lateNews())
 			_, sseq, cseq, _ := ackSeqs(msg)
 			p.got.add(sseq)
 			storeMaxU(&p.gotUpTo, cseq)
@@ -439,7 +444,11 @@ func (p *puller) checkFence() {
 	// The loop is known to run now, not after the check: a freeze during
 	// it must still show as a gap.
 	ran := time.Now().UnixNano()
-	if unsure, gap := p.unsure(); unsure || p.m.doubt() {
+	unsure, gap := p.unsure()
+	if unsure {
+		p.stalledAt.Store(ran)
+	}
+	if unsure || p.m.doubt() {
 		p.m.fence(gap)
 	}
 	storeMax(&p.lastTick, ran)
@@ -453,6 +462,13 @@ func storeMaxU(a *atomic.Uint64, v uint64) {
 			return
 		}
 	}
+}
+
+// lateNews reports whether what the loop reads now may have waited: it
+// stood still, or heard nothing, for the fence threshold a moment ago.
+func (p *puller) lateNews() bool {
+	at := p.stalledAt.Load()
+	return at != 0 && time.Duration(time.Now().UnixNano()-at) < p.m.unpinAfter()
 }
 
 // storeMax sets a to v unless it holds a later time already.
