@@ -32,6 +32,13 @@ type tracked struct {
 	// failoverWindow), check the step-downs that may be failovers.
 	inst  map[string][]instCount
 	check map[string]failCheck
+	// dynamic is each member's dynamic mark as last seen with any of its
+	// records: a sample reads the membership and the marks one after the
+	// other, so one taken while a dynamic member's last instance stops
+	// (its record deleted, the member dropped, then its mark) can show it
+	// still a member with no record at all, and its removal would lose the
+	// mark.
+	dynamic map[string]bool
 }
 
 type instCount struct {
@@ -279,7 +286,7 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	if t == nil {
 		t = &tracked{key: k, cstream: k.stream, sampler: health.NewSampler(),
 			consumers: map[string]string{}, pin: map[string]string{}, unpinWhy: map[string]string{},
-			inst: map[string][]instCount{}, check: map[string]failCheck{}}
+			inst: map[string][]instCount{}, check: map[string]failCheck{}, dynamic: map[string]bool{}}
 		if kind.HasWorkStream() {
 			t.cstream = kind.WorkStream(k.stream, k.group)
 		}
@@ -325,6 +332,14 @@ func (s *Server) sample(ctx context.Context, k groupKey) {
 	}
 	if prev := s.states[k]; t.sampled && prev != nil {
 		s.diffLocked(t, prev, st)
+	}
+	for _, m := range st.Members {
+		// A member with no record at all says nothing about its mark
+		// (see tracked.dynamic); with a liveness record but no mark it is
+		// an operator's member.
+		if m.Dynamic || !m.LastSeen.IsZero() {
+			t.dynamic[m.Name] = m.Dynamic
+		}
 	}
 	// Pins seen by sampling that no advisory announced (advisories lost
 	// while disconnected, or the watch could not start).
@@ -420,7 +435,7 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 		if !has[m.Name] {
 			e := ev(TypeMemberRemoved, m.Name)
 			e.PrevPinID = m.PinID
-			if m.Dynamic {
+			if m.Dynamic || t.dynamic[m.Name] {
 				// The sample cannot tell which: its mark goes with it
 				// either way.
 				e.Dynamic, e.Reason = true, "a dynamic member, dropped: its last instance stopped, it gave no sign of life for its session timeout, or it was dropped by hand"
@@ -430,6 +445,7 @@ func (s *Server) diffLocked(t *tracked, prev, cur *GroupState) {
 			delete(t.unpinWhy, m.Name)
 			delete(t.inst, m.Name)
 			delete(t.check, m.Name)
+			delete(t.dynamic, m.Name)
 		}
 	}
 	switch {
