@@ -272,7 +272,12 @@ func TestDoubleAckWithoutDeadlineIsBounded(t *testing.T) {
 	}
 	// Made again under the same name (as the member does once the message
 	// in hand is done): the new consumer never answers an ack for a
-	// delivery it did not make.
+	// delivery it did not make. It is paused for the test's length: one
+	// that delivered the message to the member's next pull would have made
+	// that same delivery (stream and consumer sequence 1) and answered the
+	// ack (a loaded run re-pulled before the handler acked).
+	pause := time.Now().Add(time.Hour)
+	cfg.PauseUntil = &pause
 	if _, err := js.CreateConsumer(ctx, "ORDERS", cfg); err != nil {
 		t.Fatal(err)
 	}
