@@ -285,7 +285,13 @@ func TestDynamicMembersFollowProcesses(t *testing.T) {
 			// c's last message may have been acked and not yet printed
 			// when it was killed: at most its one message in flight.
 			if missing := int(si.State.LastSeq) - len(seen); missing > 1 {
-				t.Fatalf("%d of %d messages never printed as handled", missing, si.State.LastSeq)
+				var which []uint64
+				for seq := uint64(1); seq <= si.State.LastSeq; seq++ {
+					if !seen[seq] {
+						which = append(which, seq)
+					}
+				}
+				t.Fatalf("%d of %d messages never printed as handled: work stream sequences %v (c killed at %s)", missing, si.State.LastSeq, which, killAt.Format("15:04:05.000"))
 			}
 			aStop := a.signal(t, syscall.SIGTERM)
 			waitMembers("a's SIGTERM left the group empty", aStop)
