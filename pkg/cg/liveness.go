@@ -412,7 +412,7 @@ const pullLostBeats = 3
 // is elected. A pull asked again while the old one lives (heartbeats late
 // on a starved machine) only adds a waiting request.
 func (p *puller) pullLost() bool {
-	heard := max(p.sentAt.UnixNano(), p.lastHeard.Load())
+	heard := max(p.sentAt.UnixNano(), p.inboxHeard.Load())
 	return time.Duration(time.Now().UnixNano()-heard) > pullLostBeats*p.m.heartbeat()
 }
 

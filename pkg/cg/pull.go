@@ -251,6 +251,13 @@ type puller struct {
 	// came from the server: with idle heartbeats on every request, a gap
 	// longer than the fence threshold means the connection went silent.
 	lastHeard atomic.Int64
+	// inboxHeard is when anything last came in on the pull's inbox: what
+	// pullLost judges the outstanding request by. (lastHeard is also moved
+	// on by a fence's confirmation from the server, which says the pin is
+	// still this instance's, not that its request is still held: after a
+	// consumer leader change that masked the request's loss until its
+	// deadline, and the new leader let the pin run out meanwhile.)
+	inboxHeard atomic.Int64
 
 	// stalledAt is when the loop last found itself unable to be sure of a
 	// pin (unsure): frozen, starved, or nothing heard for the fence
@@ -347,6 +354,7 @@ func (p *puller) run(stop <-chan struct{}, work chan<- *nats.Msg) {
 			p.checkLost()
 		case msg := <-p.in:
 			p.lastHeard.Store(time.Now().UnixNano())
+			p.inboxHeard.Store(time.Now().UnixNano())
 			if p.status(msg) {
 				continue
 			}
