@@ -651,22 +651,24 @@ func (d *dynamicMember) leave(cause EventCause) {
 	if cause != CauseStopRequested || !dynamic {
 		return
 	}
-	lister, err := d.kv.ListKeysFiltered(ctx, d.prefix+"."+d.tok+".*")
+	keys, err := d.m.c.kvKeys(ctx, d.kv, d.prefix+"."+d.tok+".*")
 	if err != nil {
 		return
 	}
 	others := false
-	for k := range lister.Keys() {
+	for _, k := range keys {
 		id := k[strings.LastIndexByte(k, '.')+1:]
 		if id == d.instance {
 			continue
+		}
+		if _, err := d.kv.Get(ctx, k); isNotFound(err) {
+			continue // deleted: that instance stopped
 		}
 		in, known := seen[id]
 		if !known || time.Since(in.at) <= max(in.timeout, MinSessionTimeout) {
 			others = true // alive, or too new to judge
 		}
 	}
-	_ = lister.Stop()
 	if others {
 		return
 	}
@@ -730,13 +732,9 @@ func (c *Client) deleteDynamic(ctx context.Context, stream, group string) {
 	if err != nil {
 		return
 	}
-	lister, err := kv.ListKeysFiltered(ctx, dynamicPrefix(stream, group)+".>")
+	keys, err := c.kvKeys(ctx, kv, dynamicPrefix(stream, group)+".>")
 	if err != nil {
 		return
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	for _, k := range keys {
 		_ = kv.Purge(ctx, k)
@@ -769,13 +767,9 @@ func (c *Client) readDynamic(ctx context.Context, stream, group string) map[stri
 		return nil
 	}
 	prefix := dynamicPrefix(stream, group) + "."
-	lister, err := kv.ListKeysFiltered(ctx, prefix+">")
+	keys, err := c.kvKeys(ctx, kv, prefix+">")
 	if err != nil {
 		return nil
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	out := map[string]*dynamicSeen{}
 	for _, k := range keys {

@@ -230,13 +230,9 @@ func (m *Member) setupPoison(ctx context.Context) error {
 		relRev: map[uint64]uint64{}, used: map[uint64]uint64{},
 		held: map[uint64]heldMsg{}, holds: map[uint64]time.Time{}, owed: map[uint64]owedPoison{}}
 	// What is parked already: a redelivery of it is parked again at once.
-	lister, err := kv.ListKeysFiltered(ctx, ps.prefix+".>")
+	keys, err := m.c.kvKeys(ctx, kv, ps.prefix+".>")
 	if err != nil {
 		return fmt.Errorf("read %s in KV bucket %s: %w", ps.prefix, PoisonBucket, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	for _, k := range keys {
 		e, err := kv.Get(ctx, k)
@@ -992,13 +988,9 @@ func (c *Client) Poison(ctx context.Context, kind Kind, stream, group string) (P
 func (c *Client) poisonReport(ctx context.Context, kv jetstream.KeyValue, kind Kind, stream, group string) (PoisonReport, error) {
 	rep := PoisonReport{Kind: kind, Stream: stream, Group: group}
 	base := string(kind) + "." + stream + "." + group + "."
-	lister, err := kv.ListKeysFiltered(ctx, base+">")
+	keys, err := c.kvKeys(ctx, kv, base+">")
 	if err != nil {
 		return rep, fmt.Errorf("read KV bucket %s: %w", PoisonBucket, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	members := map[string]*MemberPoison{}
 	parts := map[string]map[int]*PartitionPoison{}
@@ -1086,13 +1078,9 @@ func (c *Client) deletePoison(ctx context.Context, kind Kind, stream, group stri
 	if err != nil {
 		return
 	}
-	lister, err := kv.ListKeysFiltered(ctx, string(kind)+"."+stream+"."+group+".>")
+	keys, err := c.kvKeys(ctx, kv, string(kind)+"."+stream+"."+group+".>")
 	if err != nil {
 		return
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	for _, k := range keys {
 		_ = kv.Purge(ctx, k)
