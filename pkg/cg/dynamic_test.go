@@ -375,6 +375,8 @@ func TestDynamicOperatorMembersNeverReaped(t *testing.T) {
 
 // Twenty dynamic members starting at once converge: all twenty in the
 // group, every partition owned by one member, each served by one member.
+// So do they after a rolling restart of all twenty under traffic, with
+// nothing lost and per-key order kept.
 func TestDynamicStormConverges(t *testing.T) {
 	forLayouts(t, func(t *testing.T, layout cg.Layout) {
 		const n = 20
@@ -421,14 +423,66 @@ func TestDynamicStormConverges(t *testing.T) {
 		total := publishOrders(t, f.js, 200, 600, map[string]int{})
 		natstest.Eventually(t, 90*time.Second, fmt.Sprintf("all %d handled", total), func() bool { return f.l.distinct() == total })
 		f.l.mu.Lock()
-		defer f.l.mu.Unlock()
 		if f.l.dups > 0 || len(f.l.bad) > 0 {
+			f.l.mu.Unlock()
 			t.Fatalf("after convergence: %d duplicates, order %v", f.l.dups, f.l.bad)
 		}
 		if len(f.l.parts) != n {
+			f.l.mu.Unlock()
 			t.Fatalf("%d partitions served, want %d", len(f.l.parts), n)
 		}
-		t.Logf("20 members started at once: every partition owned once %v after the last start; longest gap between two liveness writes of one instance %v (refresh every 500ms)", converged, gaps())
+		dups := f.l.dups
+		f.l.mu.Unlock()
+
+		// Then a rolling restart of all twenty under traffic, the way a
+		// StatefulSet updates its pods: each in turn stops cleanly (its
+		// last instance drops it) and starts again (it adds itself).
+		pub := startPublisher(t, f.js, 24, 20000, 2*time.Millisecond)
+		rollStart := time.Now()
+		var stopTook, joinTook []time.Duration
+		for i := range n {
+			name := fmt.Sprintf("w%02d", i)
+			at := time.Now()
+			ms[i].Stop()
+			stopTook = append(stopTook, time.Since(at))
+			at = time.Now()
+			ms[i] = f.mustJoin(name+"-restarted", name, 0)
+			joinTook = append(joinTook, time.Since(at))
+		}
+		slices.Sort(stopTook)
+		slices.Sort(joinTook)
+		lastStart = time.Now()
+		f.waitMembers("20 back after a rolling restart", want...)
+		natstest.Eventually(t, 60*time.Second, "every partition running on exactly one member after the rolling restart", func() bool {
+			owned := map[int]int{}
+			for _, m := range ms {
+				for _, p := range m.Partitions() {
+					owned[p]++
+				}
+			}
+			if len(owned) != n {
+				return false
+			}
+			for _, k := range owned {
+				if k != 1 {
+					return false
+				}
+			}
+			return true
+		})
+		rolled := time.Since(lastStart)
+		sent := pub.finish()
+		natstest.Eventually(t, 90*time.Second, fmt.Sprintf("all %d handled", total+sent), func() bool { return f.l.distinct() == total+sent })
+		f.l.mu.Lock()
+		bad, rolledDups := slices.Clone(f.l.bad), f.l.dups-dups
+		f.l.mu.Unlock()
+		if len(bad) > 0 {
+			t.Fatalf("per-key order broken across the rolling restart: %v", bad)
+		}
+		t.Logf("20 members started at once: every partition owned once %v after the last start; longest gap between two liveness writes of one instance %v (refresh every 500ms); "+
+			"rolling restart of all 20 (stop, start again) in %v under traffic (a stop took %v median, %v at most; a start %v median, %v at most): every partition owned once %v after the last start, %d messages, %d handled twice",
+			converged, gaps(), lastStart.Sub(rollStart).Round(time.Millisecond), stopTook[n/2].Round(time.Millisecond), stopTook[n-1].Round(time.Millisecond),
+			joinTook[n/2].Round(time.Millisecond), joinTook[n-1].Round(time.Millisecond), rolled, sent, rolledDups)
 	})
 }
 
