@@ -402,23 +402,7 @@ func TestDynamicStormConverges(t *testing.T) {
 		}
 		f.waitMembers("20 joined at once", want...)
 		gaps := watchRefreshGaps(t, f.js)
-		natstest.Eventually(t, 60*time.Second, "every partition running on exactly one member", func() bool {
-			owned := map[int]int{}
-			for _, m := range ms {
-				for _, p := range m.Partitions() {
-					owned[p]++
-				}
-			}
-			if len(owned) != n {
-				return false
-			}
-			for _, k := range owned {
-				if k != 1 {
-					return false
-				}
-			}
-			return true
-		})
+		natstest.Eventually(t, 60*time.Second, "every partition running on exactly one member", func() bool { return ownedOnce(ms, n) })
 		converged := time.Since(lastStart)
 		total := publishOrders(t, f.js, 200, 600, map[string]int{})
 		natstest.Eventually(t, 90*time.Second, fmt.Sprintf("all %d handled", total), func() bool { return f.l.distinct() == total })
@@ -453,23 +437,7 @@ func TestDynamicStormConverges(t *testing.T) {
 		slices.Sort(joinTook)
 		lastStart = time.Now()
 		f.waitMembers("20 back after a rolling restart", want...)
-		natstest.Eventually(t, 60*time.Second, "every partition running on exactly one member after the rolling restart", func() bool {
-			owned := map[int]int{}
-			for _, m := range ms {
-				for _, p := range m.Partitions() {
-					owned[p]++
-				}
-			}
-			if len(owned) != n {
-				return false
-			}
-			for _, k := range owned {
-				if k != 1 {
-					return false
-				}
-			}
-			return true
-		})
+		natstest.Eventually(t, 60*time.Second, "every partition running on exactly one member after the rolling restart", func() bool { return ownedOnce(ms, n) })
 		rolled := time.Since(lastStart)
 		sent := pub.finish()
 		natstest.Eventually(t, 90*time.Second, fmt.Sprintf("all %d handled", total+sent), func() bool { return f.l.distinct() == total+sent })
@@ -484,6 +452,26 @@ func TestDynamicStormConverges(t *testing.T) {
 			converged, gaps(), lastStart.Sub(rollStart).Round(time.Millisecond), stopTook[n/2].Round(time.Millisecond), stopTook[n-1].Round(time.Millisecond),
 			joinTook[n/2].Round(time.Millisecond), joinTook[n-1].Round(time.Millisecond), rolled, sent, rolledDups)
 	})
+}
+
+// ownedOnce tells whether the members run all n partitions, each on
+// exactly one of them.
+func ownedOnce(ms []*cg.Member, n int) bool {
+	owned := map[int]int{}
+	for _, m := range ms {
+		for _, p := range m.Partitions() {
+			owned[p]++
+		}
+	}
+	if len(owned) != n {
+		return false
+	}
+	for _, k := range owned {
+		if k != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // watchRefreshGaps measures, from now on, the longest time between two
