@@ -101,6 +101,26 @@ func TestPermissionsDynamic(t *testing.T) {
 		t.Fatalf("after w2's dynamic start the members are %v", got)
 	}
 
+	// The viewer's info shows w2 dynamic and when it was last seen: read
+	// from the bucket's subject index, which takes no consumer on it.
+	clitest.Eventually(t, 10*time.Second, "the viewer's info showing w2 dynamic and seen", func() bool {
+		r := e.as("view", "--json", "elastic", "info", "ORDERS", "g")
+		if r.Code != 0 {
+			t.Fatalf("the viewer's info: exit %d\n%s", r.Code, r.Err)
+		}
+		var gi struct {
+			Members []struct {
+				Member   string    `json:"member"`
+				Dynamic  bool      `json:"dynamic"`
+				LastSeen time.Time `json:"last_seen"`
+			} `json:"members"`
+		}
+		if err := json.Unmarshal([]byte(r.Out), &gi); err != nil {
+			t.Fatalf("info --json: %v\n%s", err, r.Out)
+		}
+		return len(gi.Members) == 1 && gi.Members[0].Member == "w2" && gi.Members[0].Dynamic && !gi.Members[0].LastSeen.IsZero()
+	})
+
 	// Without the right to write the group's configuration a dynamic start
 	// is refused naming it, and leaves no mark or record behind.
 	r = e.refused("less", "elastic", "consume", "ORDERS", "g", "w3", "--dynamic", "--count", "1")
