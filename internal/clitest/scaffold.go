@@ -93,15 +93,30 @@ func ErrorLines(s string) []string {
 
 // WaitOut polls until cond holds for what the invocation printed on
 // stdout so far, failing the test (named what) after timeout.
+// The failure shows the end of both streams: what the command said
+// instead tells why.
 func (a *Async) WaitOut(t testing.TB, timeout time.Duration, what string, cond func(out string) bool) {
 	t.Helper()
-	Eventually(t, timeout, what, func() bool { return cond(a.Out.String()) })
+	if !Poll(nil, timeout, func() bool { return cond(a.Out.String()) }) {
+		t.Fatalf("timed out after %v waiting for %s\nstdout (end):\n%s\nstderr (end):\n%s", timeout, what, tail(a.Out.String()), tail(a.Err.String()))
+	}
 }
 
 // WaitErr is WaitOut for stderr.
 func (a *Async) WaitErr(t testing.TB, timeout time.Duration, what string, cond func(errOut string) bool) {
 	t.Helper()
-	Eventually(t, timeout, what, func() bool { return cond(a.Err.String()) })
+	if !Poll(nil, timeout, func() bool { return cond(a.Err.String()) }) {
+		t.Fatalf("timed out after %v waiting for %s\nstdout (end):\n%s\nstderr (end):\n%s", timeout, what, tail(a.Out.String()), tail(a.Err.String()))
+	}
+}
+
+// tail is the last 4 KB of s.
+func tail(s string) string {
+	const n = 4096
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
 
 // Within waits up to d for the invocation to end by itself and returns its
