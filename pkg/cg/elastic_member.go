@@ -248,7 +248,7 @@ func (m *elasticStrategy) reconcile() time.Duration {
 		m.emit(Event{Kind: EventWarning, Err: err, Reason: "looking up consumer: " + err.Error()})
 		return 250 * time.Millisecond
 	}
-	_, err = m.c.js.CreateConsumer(ctx, m.cstream, m.consumerConfig(want))
+	_, err = m.c.createConsumer(ctx, m.cstream, m.consumerConfig(want))
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:

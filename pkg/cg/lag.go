@@ -461,7 +461,7 @@ func (c *Client) probeLag(ctx context.Context, stream string, j partitionJob) (h
 	} else {
 		cfg.FilterSubjects = j.filters
 	}
-	cons, err := c.js.CreateConsumer(ctx, stream, cfg)
+	cons, err := c.createConsumer(ctx, stream, cfg)
 	if err != nil {
 		return l, fmt.Errorf("lag probe on %s: %w", stream, err)
 	}

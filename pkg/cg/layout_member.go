@@ -559,7 +559,7 @@ func (s *partStrategy) bind(ctx context.Context) error {
 		if s.k == KindStatic {
 			s.resumed = s.startAfter(ctx, &create)
 		}
-		cons, err = s.c.js.CreateConsumer(ctx, s.cstream, create)
+		cons, err = s.c.createConsumer(ctx, s.cstream, create)
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			s.resumed = ""
 			cons, err = s.c.js.Consumer(ctx, s.cstream, s.consumer)

@@ -722,7 +722,7 @@ func (c *Client) relayout(ctx context.Context, w *relayoutWork) (err error) {
 						return fail(fmt.Errorf("delete leftover consumer %s: %w", n.Consumer, err))
 					}
 				}
-				if _, err := c.js.CreateConsumer(ctx, w.cstream, *cc); err != nil {
+				if _, err := c.createConsumer(ctx, w.cstream, *cc); err != nil {
 					return fail(fmt.Errorf("create consumer %s on %s: %w", n.Consumer, w.cstream, err))
 				}
 				created = append(created, n.Consumer)

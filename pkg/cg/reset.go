@@ -398,7 +398,7 @@ func (c *Client) countFrom(ctx context.Context, stream string, filters []string,
 	} else {
 		cfg.FilterSubjects = filters
 	}
-	cons, err := c.js.CreateConsumer(ctx, stream, cfg)
+	cons, err := c.createConsumer(ctx, stream, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("count messages on %s: %w", stream, err)
 	}

@@ -136,7 +136,7 @@ func (m *staticStrategy) bindStatic(ctx context.Context, filters []string) error
 		// left off, if it saved its place.
 		create := want
 		resumed = m.startAfter(ctx, &create)
-		cons, err = m.c.js.CreateConsumer(ctx, m.cstream, create)
+		cons, err = m.c.createConsumer(ctx, m.cstream, create)
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			// Another instance made it just now: look at it as below.
 			resumed = ""

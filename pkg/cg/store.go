@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,6 +44,38 @@ func (c *Client) bucket(ctx context.Context, name string) (jetstream.KeyValue, e
 		return nil, fmt.Errorf("open KV bucket %s: %w", name, err)
 	}
 	return kv, nil
+}
+
+// createConsumer is CreateConsumer, asked again for up to 2 s (within
+// ctx) while the server answers "error creating store for consumer": made
+// just after a consumer of the same name was deleted, the new one's store
+// can collide with the removal of the old one's (a member recreating its
+// deleted consumer failed so in 1 of 40 runs with CPU hogs beside it). The
+// server words every other failure differently, and those are returned at
+// once.
+func (c *Client) createConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	wait := 25 * time.Millisecond
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		cons, err := c.js.CreateConsumer(ctx, stream, cfg)
+		if err == nil || !storeCollision(err) || time.Now().Add(wait).After(deadline) {
+			return cons, err
+		}
+		select {
+		case <-ctx.Done():
+			return cons, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 400*time.Millisecond)
+	}
+}
+
+// storeCollision reports whether err is the server's failure to make a
+// consumer's store, which a moment later may succeed.
+func storeCollision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeConsumerCreate &&
+		strings.Contains(apiErr.Description, "error creating store for consumer")
 }
 
 // kvKeys lists the keys of bucket kv under filter, in one request, from
