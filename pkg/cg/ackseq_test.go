@@ -1,21 +1,26 @@
 package cg
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 )
 
+// ackReplies are ack subjects of both forms, the second with and without
+// the trailing tokens a newer server may add.
+var ackReplies = []string{
+	"$JS.ACK.ORDERS.g-m1.1.42.7.1700000000000000000.3",
+	"$JS.ACK.ORDERS.g-m1.12.18446744073709551615.9.1700000000000000000.0",
+	"$JS.ACK._.ACCHASH.ORDERS.g-m1.2.100.99.1700000000000000000.5.RND",
+	"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0",
+	"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0.a.b",
+}
+
 // ackSeqs reads what nats.go's Metadata reads, for both ack subject forms
 // and for subjects that are not ack subjects at all.
 func TestAckSeqsMatchesMetadata(t *testing.T) {
-	for _, reply := range []string{
-		"$JS.ACK.ORDERS.g-m1.1.42.7.1700000000000000000.3",
-		"$JS.ACK.ORDERS.g-m1.12.18446744073709551615.9.1700000000000000000.0",
-		"$JS.ACK._.ACCHASH.ORDERS.g-m1.2.100.99.1700000000000000000.5.RND",
-		"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0",
-		"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0.a.b",
-	} {
+	for _, reply := range ackReplies {
 		md, err := (&nats.Msg{Reply: reply, Sub: &nats.Subscription{}}).Metadata()
 		if err != nil {
 			t.Fatalf("%s: %v", reply, err)
@@ -38,17 +43,12 @@ func TestAckSeqsMatchesMetadata(t *testing.T) {
 // ackMetadata builds what nats.go's Metadata reads, field for field, and
 // leaves to it every subject it refuses.
 func TestAckMetadataMatchesMetadata(t *testing.T) {
-	for _, reply := range []string{
-		"$JS.ACK.ORDERS.g-m1.1.42.7.1700000000000000000.3",
-		"$JS.ACK.ORDERS.g-m1.12.18446744073709551615.9.1700000000000000000.0",
-		"$JS.ACK._.ACCHASH.ORDERS.g-m1.2.100.99.1700000000000000000.5.RND",
-		"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0",
-		"$JS.ACK.hub.ACCHASH.ORDERS.m1.1.5.5.1700000000000000000.0.a.b",
+	for _, reply := range append(slices.Clone(ackReplies),
 		"$JS.ACK.S.C.x.42.7.1.3",
 		"$JS.ACK.S.C.1.-2.7.1.3",
 		"$JS.ACK.a.b.S.C.1.2.3.4.5",
 		"", "_INBOX.x.y", "$JS.ACK.ORDERS.g-m1.1.42.7", "$JS.ACK.a.b.S.C.1.2", "$JS.ACKX.a.b.c.d.e.f.g",
-	} {
+	) {
 		raw := &nats.Msg{Reply: reply, Sub: &nats.Subscription{}}
 		want, wantErr := jsMsg{m: raw}.slowMetadata()
 		got, ok := ackMetadata(raw)
