@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,8 +103,9 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 
 		var el *electionWatch
 		if round == 1 {
-			el = e.watchElections(c.Servers[(i+1)%len(c.Servers)].ClientURL())
+			el = e.watchElections(c.Servers[(i+1)%len(c.Servers)].ClientURL(), c.Servers[(i+2)%len(c.Servers)].ClientURL())
 		}
+		e.t.Logf("%s: shutting down %s, leading the %s", time.Now().Format("15:04:05.000"), leader, what)
 		d := e.disrupt("shut down "+leader+", leading the "+what, e.groupInflight(2), "m1", "m2")
 		c.Servers[i].Shutdown()
 		c.Servers[i].WaitForShutdown()
@@ -145,47 +147,100 @@ func TestClusterStreamLeaderLoss(t *testing.T) {
 // handle a message again.
 const resumeLimit = time.Second
 
-// electionWatch records the leader-elected advisories of the stream and
-// its consumers, with the server's timestamps.
+// electionWatch records the elections of the stream's leader and its
+// consumers' leaders, by when they were first known: from the servers' own
+// notices (in-process, so not lost to a route being rebuilt) and from the
+// leader-elected advisories heard through the servers that stay up.
 type electionWatch struct {
 	mu      sync.Mutex
 	elected map[string]time.Time // "stream" or the consumer's name: the latest election
+	seen    []string             // every election heard, for a failure
 }
 
-// watchElections subscribes to the leader-elected advisories through url
-// (a server that stays up) until the test ends.
-func (e *env) watchElections(url string) *electionWatch {
-	e.t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		e.t.Fatalf("connect %s: %v", url, err)
+func (w *electionWatch) record(what string, at time.Time, how string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at.After(w.elected[what]) {
+		w.elected[what] = at
 	}
-	e.t.Cleanup(nc.Close)
-	w := &electionWatch{elected: map[string]time.Time{}}
+	if len(w.seen) < 50 {
+		w.seen = append(w.seen, fmt.Sprintf("%s %s (%s)", at.Format("15:04:05.000"), what, how))
+	}
+}
+
+// heard takes a server's notice of an election (when serverElections
+// is being watched).
+func (w *electionWatch) heard(at time.Time, notice string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	watching := w.elected != nil
+	w.mu.Unlock()
+	if !watching {
+		return
+	}
+	// "JetStream cluster new stream leader for '$G > orders'" or
+	// "... new consumer leader for '$G > orders > g-m1'".
+	i, j := strings.Index(notice, "'"), strings.LastIndex(notice, "'")
+	if i < 0 || j <= i {
+		return
+	}
+	parts := strings.Split(notice[i+1:j], " > ")
+	switch {
+	case len(parts) == 2 && strings.Contains(notice, " stream leader ") && parts[1] == streamName:
+		w.record("stream", at, "server notice")
+	case len(parts) == 3 && strings.HasPrefix(parts[1], streamName):
+		w.record(parts[2], at, "server notice")
+	}
+}
+
+// serverElections hears every in-process server's election notices
+// (errLog.Noticef); watchElections starts it listening.
+var serverElections = &electionWatch{}
+
+// watchElections starts recording elections: the servers' notices, and
+// the leader-elected advisories through each of urls (servers that stay
+// up) until the test ends.
+func (e *env) watchElections(urls ...string) *electionWatch {
+	e.t.Helper()
+	w := serverElections
+	w.mu.Lock()
+	w.elected, w.seen = map[string]time.Time{}, nil
+	w.mu.Unlock()
+	e.t.Cleanup(func() {
+		w.mu.Lock()
+		w.elected, w.seen = nil, nil
+		w.mu.Unlock()
+	})
 	on := func(what func(consumer string) string) nats.MsgHandler {
 		return func(m *nats.Msg) {
 			var ev struct {
 				Time     time.Time `json:"timestamp"`
 				Consumer string    `json:"consumer"`
 			}
-			if json.Unmarshal(m.Data, &ev) != nil {
-				return
+			if json.Unmarshal(m.Data, &ev) == nil {
+				w.record(what(ev.Consumer), ev.Time, "advisory")
 			}
-			w.mu.Lock()
-			w.elected[what(ev.Consumer)] = ev.Time
-			w.mu.Unlock()
 		}
 	}
-	for subj, what := range map[string]func(string) string{
-		"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + streamName:          func(string) string { return "stream" },
-		"$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED." + streamName + ".*": func(c string) string { return c },
-	} {
-		if _, err := nc.Subscribe(subj, on(what)); err != nil {
+	for _, url := range urls {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			e.t.Fatalf("connect %s: %v", url, err)
+		}
+		e.t.Cleanup(nc.Close)
+		for subj, what := range map[string]func(string) string{
+			"$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + streamName:          func(string) string { return "stream" },
+			"$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED." + streamName + ".*": func(c string) string { return c },
+		} {
+			if _, err := nc.Subscribe(subj, on(what)); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		if err := nc.Flush(); err != nil {
 			e.t.Fatal(err)
 		}
-	}
-	if err := nc.Flush(); err != nil {
-		e.t.Fatal(err)
 	}
 	return w
 }
@@ -225,7 +280,7 @@ func (e *env) namedConsumerInfo(consumer string) (*jetstream.ConsumerInfo, error
 func (e *env) resumedAfterElection(w *electionWatch, member, consumer string, part int, since time.Time) time.Duration {
 	e.t.Helper()
 	var elected time.Time
-	e.waitFor("the leader-elected advisory of "+consumer, 10*time.Second, func() bool {
+	if !e.poll(30*time.Second, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		elected = w.elected[consumer]
@@ -233,7 +288,19 @@ func (e *env) resumedAfterElection(w *electionWatch, member, consumer string, pa
 			elected = st
 		}
 		return elected.After(since)
-	})
+	}) {
+		leader := "unknown"
+		if ci, err := e.namedConsumerInfo(consumer); err != nil {
+			leader = err.Error()
+		} else if ci.Cluster != nil {
+			leader = ci.Cluster.Leader
+		}
+		w.mu.Lock()
+		seen := strings.Join(w.seen, "; ")
+		w.mu.Unlock()
+		e.t.Fatalf("%s: no election of %s's leader or the stream's after %s in 30s (its leader now %s; heard: %s)\n%s",
+			e.name, consumer, since.Format("15:04:05.000"), leader, seen, e.dump())
+	}
 	// Nothing can be handled before a message is stored: the traffic
 	// may have stalled too (its publish lost with the server).
 	avail := elected

@@ -143,7 +143,14 @@ func (l *errLog) String() string {
 	return strings.Join(l.lines, "; ")
 }
 
-func (l *errLog) Noticef(string, ...any)    {}
+// Noticef passes the server's notices of leader elections on to
+// serverElections: the server logs one just before it publishes the
+// leader-elected advisory.
+func (l *errLog) Noticef(f string, v ...any) {
+	if strings.Contains(f, " new stream leader ") || strings.Contains(f, " new consumer leader ") {
+		serverElections.heard(time.Now(), fmt.Sprintf(f, v...))
+	}
+}
 func (l *errLog) Debugf(string, ...any)     {}
 func (l *errLog) Tracef(string, ...any)     {}
 func (l *errLog) Warnf(f string, v ...any)  { l.add("warning: " + fmt.Sprintf(f, v...)) }
