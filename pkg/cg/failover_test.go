@@ -3,10 +3,12 @@ package cg_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cg-dev/cg/pkg/cg"
 	"github.com/cg-dev/cg/pkg/cg/natstest"
@@ -147,5 +149,114 @@ func (c *counter) boundedHandler(name string) cg.Handler {
 		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = m.DoubleAck(actx)
+	}
+}
+
+// A consumer's new leader names no pin (the server does not replicate
+// pins) and delivers nothing while a serial member's one-message window is
+// full. A pinned instance that fenced itself while the leadership changed
+// (cut off for a moment), and then finished the message in hand, settles it
+// when the server names no pin: left unsettled, it held every key of the
+// member until the ack wait ran out.
+func TestFencedInstanceSettlesUnderNewConsumerLeader(t *testing.T) {
+	cl := natstest.RunCluster(t, 3)
+	nc := natstest.Connect(t, cl.Servers[0], nats.MaxReconnects(-1))
+	js, _ := jetstream.New(nc)
+	ctx := ctxT(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.*"}, Replicas: 3,
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "orders.*", Destination: "{{partition(10,1)}}.orders.{{wildcard(1)}}"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := cg.New(js)
+	if _, err := c.CreateStatic(ctx, "ORDERS", "g", cg.StaticConfig{MaxMembers: 10, Members: []string{"m1"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var evA events
+	bh := natstest.NewBlackhole(t, cl.Servers[1].Addr().String())
+	ncA, err := nats.Connect(bh.URL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ncA.Close)
+	ca, _ := cg.NewFromConn(ncA, "")
+	var (
+		mu      sync.Mutex
+		handled = map[uint64]int{}
+		ackErr  = map[uint64]error{}
+	)
+	inHand, release := make(chan uint64, 1), make(chan struct{})
+	const heldSeq = 5
+	a, err := ca.JoinStatic(ctx, "ORDERS", "g", "m1", func(_ context.Context, m *cg.Msg) {
+		md, _ := m.Metadata()
+		mu.Lock()
+		handled[md.Sequence.Stream]++
+		mu.Unlock()
+		if md.Sequence.Stream == heldSeq {
+			inHand <- heldSeq
+			<-release
+		}
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := m.DoubleAck(actx)
+		mu.Lock()
+		ackErr[md.Sequence.Stream] = err
+		mu.Unlock()
+	}, cg.JoinOptions{AckWait: 30 * time.Second, OnEvent: evA.on})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	publish(t, js, []string{"k1", "k2"}, heldSeq)
+	natstest.Eventually(t, 20*time.Second, "the message to hold in hand", func() bool { return len(inHand) == 1 })
+
+	// Cut off long enough to fence (300ms); meanwhile the consumer's
+	// leadership moves.
+	bh.Hold()
+	natstest.Eventually(t, 10*time.Second, "a fenced itself, unable to confirm its pin", func() bool {
+		evA.mu.Lock()
+		defer evA.mu.Unlock()
+		for _, ev := range evA.all {
+			if ev.Kind == cg.EventFenced && ev.Cause == cg.CausePinUnconfirmed {
+				return true
+			}
+		}
+		return false
+	})
+	leader := func() string {
+		cons, err := js.Consumer(ctx, "ORDERS", "g-m1")
+		if err != nil || cons.CachedInfo().Cluster == nil {
+			return ""
+		}
+		return cons.CachedInfo().Cluster.Leader
+	}
+	var old string
+	natstest.Eventually(t, 10*time.Second, "the consumer's leader", func() bool { old = leader(); return old != "" })
+	natstest.Eventually(t, 20*time.Second, "a new consumer leader", func() bool {
+		if l := leader(); l != "" && l != old {
+			return true
+		}
+		_, _ = nc.Request("$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.g-m1", nil, 2*time.Second)
+		return false
+	})
+	bh.Release()
+	close(release)
+	publish(t, js, []string{"k1", "k2"}, 4)
+	// The ack wait is 30s: within 15s means the held message was settled.
+	natstest.Eventually(t, 15*time.Second, "every message handled", func() bool { return count() == heldSeq+4 })
+	mu.Lock()
+	defer mu.Unlock()
+	if err := ackErr[heldSeq]; err != nil {
+		t.Errorf("the message held in hand across the leader change was not settled: %v", err)
+	}
+	for seq, n := range handled {
+		if n != 1 {
+			t.Errorf("stream sequence %d handled %d times", seq, n)
+		}
 	}
 }

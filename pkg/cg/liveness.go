@@ -176,16 +176,19 @@ func (m *Member) watchdog(b *binding) {
 		case errors.Is(err, nats.ErrNoResponders) && ps.undelivered():
 			why = "was never delivered to: the server pinned a pull request withdrawn by an instance that let go of the consumer"
 			stranded = true
-		case errors.Is(err, nats.ErrNoResponders) && m.isPartitionRuntime() && ps.unacked() && ps.age < m.unpinAfter():
+		case errors.Is(err, nats.ErrNoResponders) && ps.cgOnly && ps.unacked() && ps.age < m.unpinAfter():
 			soon = time.After(m.unpinAfter() - ps.age)
 			continue
-		case errors.Is(err, nats.ErrNoResponders) && m.isPartitionRuntime() && ps.unacked():
+		case errors.Is(err, nats.ErrNoResponders) && ps.cgOnly && ps.unacked():
 			// What was delivered under it went to an inbox that was
 			// closing: the request was withdrawn while the message was on
-			// its way. Only cg instances read a partition consumer, and
-			// one pinned answers as soon as it reads its first message;
-			// one that has not for this long stood still, and doubts the
-			// pin (notePin), as a frozen one fences.
+			// its way, or its connection closed under it (the server it
+			// came through stopping just as a new consumer leader pinned
+			// it). Only cg instances read a partition consumer or a
+			// consumer with cg's marks (the reference library is refused
+			// one), and one pinned answers as soon as it reads its first
+			// message; one that has not for this long stood still, and
+			// doubts the pin (notePin), as a frozen one fences.
 			why = fmt.Sprintf("has answered no liveness check in the %s since the server pinned it, nor acked anything (what the server delivered under it went to an instance that had let go of the consumer)", ps.age.Round(time.Millisecond))
 			stranded = true
 		case errors.Is(err, nats.ErrTimeout) && answered[pin]:
@@ -323,7 +326,11 @@ func (m *Member) doubt() bool {
 // one answer: its id ("" when it names none or cannot be asked), how long
 // it has been held, and the consumer's last delivery and last ack.
 type pinState struct {
-	pin       string
+	pin string
+	// cgOnly: only cg instances read the consumer, so a pin that never
+	// answered a liveness check is no reference instance's: a partition
+	// consumer, or one with cg's marks, which the reference is refused.
+	cgOnly    bool
 	age       time.Duration // by the server's clock
 	pinnedAt  time.Time
 	delivered *time.Time // the last delivery, to any instance
@@ -354,7 +361,8 @@ func (m *Member) pinState() pinState {
 	for _, pg := range ci.PriorityGroups {
 		if pg.Group == PriorityGroup && pg.PinnedClientID != "" {
 			return pinState{pin: pg.PinnedClientID, age: ci.TimeStamp.Sub(pg.PinnedTS), pinnedAt: pg.PinnedTS,
-				delivered: ci.Delivered.Last, acked: ci.AckFloor.Last}
+				delivered: ci.Delivered.Last, acked: ci.AckFloor.Last,
+				cgOnly: m.isPartitionRuntime() || isMarked(ci.Config.Metadata)}
 		}
 	}
 	return pinState{}
@@ -465,20 +473,37 @@ func ackSyncRetrying(ctx context.Context, m *nats.Msg) error {
 	}
 }
 
-// lostDeliveries finds the deliveries a reconnect lost. A message the
-// server sent down a connection that then closed (its server stopping, or
-// closing its clients in lame-duck mode) never arrives, but the server
-// counts it delivered and pending: with max ack pending 1 nothing more of
-// the member comes until its ack wait runs out. So after a reconnect the
-// pinned instance compares what the consumer has delivered with the last
-// delivery it received, and naks what lies beyond, to be redelivered now
-// (one that was only late is then handled once: its redelivery finds it
-// acked). Owned by the pull loop.
+// lostDeliveries finds the deliveries a reconnect or a leadership change
+// lost. A message the server sent down a connection that then closed (its
+// server stopping, or closing its clients in lame-duck mode), or that a
+// stopping consumer leader sent through a route it was closing, never
+// arrives, but the consumer counts it delivered and pending: with max ack
+// pending 1 nothing more of the member comes until its ack wait runs out
+// (the new leader has no pin to refuse or give until it next delivers). So
+// after a reconnect, and after the server says the consumer's leader
+// changed or its server is shutting down, the pinned instance compares
+// what the consumer has delivered with the last delivery it received, and
+// naks what lies beyond, to be redelivered now (one that was only late is
+// then handled once: its redelivery finds it acked). Owned by the pull
+// loop.
 type lostDeliveries struct {
 	cseq, sseq uint64    // the highest consumer and stream sequence received
 	reconnects uint64    // the connection's reconnects when last looked at
 	checkAt    time.Time // when to compare, once a reconnect was seen
+	// nakedAt is the consumer's last delivery (its consumer sequence)
+	// when what lay beyond was last handed back, and renaks how many
+	// times it was handed back again since: a consumer leader just
+	// elected may drop a nak that comes before it has taken over the
+	// deliveries (the message then waited for the ack wait all the same),
+	// so the hand back is checked, and sent again while nothing at all
+	// was delivered since.
+	nakedAt uint64
+	renaks  int
 }
+
+// lostRenaks bounds how many times a hand back that nothing followed is
+// sent again, lostCheckDelay apart: well within the ack wait.
+const lostRenaks = 4
 
 // lostCheckDelay lets deliveries sent around a reconnect arrive before the
 // consumer is asked what it has delivered.
@@ -488,6 +513,14 @@ func (l *lostDeliveries) note(msg *nats.Msg) {
 	// Off the ack subject without allocating: this runs for every message.
 	if _, sseq, cseq, ok := ackSeqs(msg); ok {
 		l.cseq, l.sseq = max(l.cseq, cseq), max(l.sseq, sseq)
+	}
+}
+
+// expectLoss has the deliveries compared after lostCheckDelay: the server
+// said the consumer's leader changed, or is stopping.
+func (l *lostDeliveries) expectLoss() {
+	if l.checkAt.IsZero() {
+		l.checkAt = time.Now().Add(lostCheckDelay)
 	}
 }
 
@@ -504,43 +537,69 @@ func (p *puller) checkLost() {
 	}
 	l.checkAt = time.Time{}
 	if p.m.PinID() == "" || l.cseq == 0 {
+		l.nakedAt = 0
 		return
 	}
-	if n := p.m.nakBeyond(l.cseq, l.sseq); n > 0 {
+	again := l.nakedAt != 0
+	n, delivered := p.m.nakBeyond(l.cseq, l.sseq, l.nakedAt)
+	if n == 0 {
+		l.nakedAt = 0
+		return
+	}
+	if !again {
+		l.renaks = 0
 		p.m.emit(Event{Kind: EventWarning, PinID: p.m.PinID(), Reason: fmt.Sprintf(
-			"the server delivered %d message(s) that never arrived (lost in a reconnect): handed them back for redelivery now rather than after the ack wait", n)})
+			"the server delivered %d message(s) that never arrived (lost in a reconnect or with a consumer leader): handed them back for redelivery now rather than after the ack wait", n)})
+	} else {
+		l.renaks++
+	}
+	l.nakedAt = 0
+	if l.renaks < lostRenaks {
+		l.nakedAt = delivered
+		l.checkAt = time.Now().Add(lostCheckDelay)
 	}
 }
 
 // nakBeyond naks what the member consumer has delivered beyond consumer
 // sequence cseq (stream sequences after sseq), returning how many of its
-// deliveries that was.
-func (m *Member) nakBeyond(cseq, sseq uint64) int {
+// deliveries that was and the consumer's last delivery (its consumer
+// sequence). Only while the server names this instance's pin, or none (a
+// new consumer leader knows no pin, and delivers to nobody until it gives
+// one): what it delivered beyond went here. Under another instance's pin
+// it went there, and is that instance's to settle. With onlyAt set (a
+// hand back checked again), only when the consumer's last delivery is
+// still onlyAt: anything delivered since means the hand back was taken.
+func (m *Member) nakBeyond(cseq, sseq, onlyAt uint64) (int, uint64) {
 	ctx, cancel := context.WithTimeout(m.ctx, time.Second)
 	defer cancel()
 	cons, err := m.c.js.Consumer(ctx, m.cstream, m.consumer)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	ci := cons.CachedInfo()
-	if ci.NumAckPending == 0 || ci.Delivered.Consumer <= cseq {
-		return 0
+	if ci.NumAckPending == 0 || ci.Delivered.Consumer <= cseq || (onlyAt != 0 && ci.Delivered.Consumer != onlyAt) {
+		return 0, 0
+	}
+	for _, pg := range ci.PriorityGroups {
+		if pg.Group == PriorityGroup && pg.PinnedClientID != "" && pg.PinnedClientID != m.PinID() {
+			return 0, 0
+		}
 	}
 	from := max(sseq, ci.AckFloor.Stream) + 1
 	upto := ci.Delivered.Stream
 	if from > upto {
-		return 0
+		return 0, 0
 	}
 	from = max(from, upto-min(upto, maxOrphanNaks))
 	nc := m.c.Conn()
 	for seq := from; seq <= upto; seq++ {
 		subj := fmt.Sprintf("$JS.ACK.%s.%s.1.%d.%d.%d.0", m.cstream, m.consumer, seq, ci.Delivered.Consumer, time.Now().UnixNano())
 		if nc.Publish(subj, []byte("-NAK")) != nil {
-			return 0
+			return 0, 0
 		}
 	}
 	if nc.FlushWithContext(ctx) != nil {
-		return 0
+		return 0, 0
 	}
-	return int(ci.Delivered.Consumer - cseq)
+	return int(ci.Delivered.Consumer - cseq), ci.Delivered.Consumer
 }

@@ -429,11 +429,11 @@ func (m *Member) settleAcks(b *binding) {
 }
 
 // notePin records the pin id a message came with, reporting a new pin.
-// On a partition consumer a new pin learnt late (the message may have
-// waited while the instance stood still) is doubted until the server
-// confirms it: a standby there unpins a pin that answered no liveness
-// check for the soonest a frozen one is unpinned, and this instance
-// answers for the pin only from now on.
+// A new pin learnt late (the message may have waited while the instance
+// stood still) is doubted until the server confirms it: on a consumer only
+// cg reads, a standby unpins a pin that answered no liveness check for the
+// soonest a frozen one is unpinned, and this instance answers for the pin
+// only from now on.
 func (m *Member) notePin(raw *nats.Msg, late bool) {
 	pid := raw.Header.Get("Nats-Pin-Id")
 	if pid == "" {
@@ -452,7 +452,7 @@ func (m *Member) notePin(raw *nats.Msg, late bool) {
 	m.pinID = pid
 	if isNew {
 		m.doubted = ""
-		if late && m.isPartitionRuntime() {
+		if late {
 			m.doubted = pid
 		}
 	}
@@ -479,10 +479,30 @@ func (m *Member) ackStale(raw *nats.Msg) bool {
 	if b != nil && pin != "" && pid == pin {
 		if unsure, _ := b.puller.unsure(); unsure || doubted == pin {
 			// A false alarm the server cleared keeps the pin: ack.
-			return !m.recheck(b, pid)
+			if m.recheck(b, pid) {
+				return false
+			}
+			return !m.nobodyPinned(pid)
 		}
 	}
 	return false
+}
+
+// nobodyPinned reports whether the server, asked now, names no pin at all
+// while this instance still holds pin (in doubt, not given up): then the
+// handler's verdict on a message delivered under it is settled after all.
+// No instance holds a pin, so none is being handed messages, and the
+// message was handled here. This is what a consumer's new leader says
+// (pins are not replicated) until it next delivers; and it delivers
+// nothing while the member's window is full of what its old pin holds, so
+// a message left unsettled here (a serial member's one) kept every
+// instance waiting for the ack wait, and every key behind it.
+func (m *Member) nobodyPinned(pin string) bool {
+	if m.PinID() != pin {
+		return false
+	}
+	server, reached := m.serverPinOK()
+	return reached && server == "" && m.PinID() == pin
 }
 
 // staleMsg reports whether raw, not yet handed to the handler, was

@@ -399,6 +399,18 @@ func (p *puller) status(msg *nats.Msg) bool {
 	case "409":
 		p.outstanding = false
 		p.retryAt = time.Now().Add(250 * time.Millisecond)
+		if strings.Contains(desc, "Leadership Change") {
+			// Sent by the consumer's new leader for the requests it
+			// inherited: it is there to be asked now. A quarter second
+			// more without a word from the server (and the heartbeat after
+			// it) reached the fence threshold, and the pinned instance
+			// doubted its pin over every leadership change.
+			p.retryAt = time.Time{}
+		}
+		if strings.Contains(desc, "Leadership Change") || strings.Contains(desc, "Server Shutdown") {
+			// What the old leader sent last may be lost with it.
+			p.lost.expectLoss()
+		}
 		if strings.Contains(desc, "Consumer Deleted") {
 			// Elastic: rebalancing, another instance deleted the member
 			// consumer. Either kind: it may have been deleted by hand.
