@@ -160,7 +160,11 @@ func (c *counter) boundedHandler(name string) cg.Handler {
 // member until the ack wait ran out.
 func TestFencedInstanceSettlesUnderNewConsumerLeader(t *testing.T) {
 	cl := natstest.RunCluster(t, 3)
-	nc := natstest.Connect(t, cl.Servers[0], nats.MaxReconnects(-1))
+	nc, err := nats.Connect(cl.URLs(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx := ctxT(t)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.*"}, Replicas: 3,
@@ -172,8 +176,39 @@ func TestFencedInstanceSettlesUnderNewConsumerLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	opts := cg.JoinOptions{AckWait: 30 * time.Second}
+	// The member consumer made first, so that a's server is not the one
+	// leading it, which is shut down below.
+	first, err := c.JoinStatic(ctx, "ORDERS", "g", "m1", func(context.Context, *cg.Msg) {}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Stop()
+	leader := func() string {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		cons, err := js.Consumer(cctx, "ORDERS", "g-m1")
+		if err != nil || cons.CachedInfo().Cluster == nil {
+			return ""
+		}
+		return cons.CachedInfo().Cluster.Leader
+	}
+	var old string
+	natstest.Eventually(t, 20*time.Second, "the consumer's leader", func() bool { old = leader(); return old != "" })
+	lead, other := -1, -1
+	for i, s := range cl.Servers {
+		if s.Name() == old {
+			lead = i
+		} else if other < 0 {
+			other = i
+		}
+	}
+	if lead < 0 {
+		t.Fatalf("consumer leader %q is none of the cluster's servers", old)
+	}
+
 	var evA events
-	bh := natstest.NewBlackhole(t, cl.Servers[1].Addr().String())
+	bh := natstest.NewBlackhole(t, cl.Servers[other].Addr().String())
 	ncA, err := nats.Connect(bh.URL(), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -202,11 +237,16 @@ func TestFencedInstanceSettlesUnderNewConsumerLeader(t *testing.T) {
 		mu.Lock()
 		ackErr[md.Sequence.Stream] = err
 		mu.Unlock()
-	}, cg.JoinOptions{AckWait: 30 * time.Second, OnEvent: evA.on})
+	}, cg.JoinOptions{AckWait: opts.AckWait, OnEvent: evA.on})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Stop()
+	// Before the stop, which waits for the handler: a test that fails
+	// early lets the held message go.
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	defer letGo()
 	count := func() int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -228,24 +268,16 @@ func TestFencedInstanceSettlesUnderNewConsumerLeader(t *testing.T) {
 		}
 		return false
 	})
-	leader := func() string {
-		cons, err := js.Consumer(ctx, "ORDERS", "g-m1")
-		if err != nil || cons.CachedInfo().Cluster == nil {
-			return ""
-		}
-		return cons.CachedInfo().Cluster.Leader
-	}
-	var old string
-	natstest.Eventually(t, 10*time.Second, "the consumer's leader", func() bool { old = leader(); return old != "" })
-	natstest.Eventually(t, 20*time.Second, "a new consumer leader", func() bool {
-		if l := leader(); l != "" && l != old {
-			return true
-		}
-		_, _ = nc.Request("$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.g-m1", nil, 2*time.Second)
-		return false
+	// The node leading the consumer shuts down: the new leader knows no
+	// pin.
+	cl.Servers[lead].Shutdown()
+	cl.Servers[lead].WaitForShutdown()
+	natstest.Eventually(t, 30*time.Second, "a new consumer leader", func() bool {
+		l := leader()
+		return l != "" && l != old
 	})
 	bh.Release()
-	close(release)
+	letGo()
 	publish(t, js, []string{"k1", "k2"}, 4)
 	// The ack wait is 30s: within 15s means the held message was settled.
 	natstest.Eventually(t, 15*time.Second, "every message handled", func() bool { return count() == heldSeq+4 })
